@@ -1,0 +1,57 @@
+# Forkhorse: `make run` starts the local service with a demo project; `make test` runs the suite.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON313 ?= $(shell command -v python3.13 || ls /root/.pyenv/versions/3.13*/bin/python3.13 2>/dev/null | tail -n1)
+VENV := .venv
+PY := $(VENV)/bin/python
+TOOLS := .tools
+FORKHORSE_HOME ?= .forkhorse-local
+FORKHORSE_PORT ?= 8787
+SYSTEM_PACKAGES := podman runc bubblewrap debootstrap busybox-static uidmap chromium git
+
+.PHONY: help setup system-deps run test check lint bench clean
+
+help:
+	@echo "make run    - set up and start Forkhorse on 127.0.0.1:$(FORKHORSE_PORT) with a demo project"
+	@echo "make test   - set up and run the whole test suite"
+	@echo "make check  - lint, type-check, sam validate --lint, cfn-lint and sam build (never deploys)"
+	@echo "make bench  - benchmarks (ratios against bare baselines measured in the same run)"
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON313)" || { echo "Python 3.13 is missing: install it (pyenv install 3.13) and retry." >&2; exit 1; }
+	test -x $(PY) || $(PYTHON313) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+$(TOOLS)/.installed: tools-requirements.txt
+	test -x $(TOOLS)/bin/python || $(PYTHON313) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install -q --upgrade pip
+	$(TOOLS)/bin/python -m pip install -q -r tools-requirements.txt
+	touch $@
+
+system-deps:
+	@scripts/system-deps.sh $(SYSTEM_PACKAGES)
+
+setup: system-deps $(VENV)/.installed
+
+run: setup
+	FORKHORSE_HOME=$(FORKHORSE_HOME) FORKHORSE_PORT=$(FORKHORSE_PORT) scripts/run.sh
+
+test: setup
+	$(PY) -m pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+check: lint $(TOOLS)/.installed
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" scripts/check.sh
+
+bench: setup
+	$(PY) -m pytest tests/bench -m bench --benchmark-enable -p no:randomly -s
+
+clean:
+	rm -rf .aws-sam build dist *.egg-info
