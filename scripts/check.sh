@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# `make check`: validate and build the SAM application offline. It never deploys.
+set -euo pipefail
+export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
+python313_dir=$(dirname "$(command -v python3.13 || ls /root/.pyenv/versions/3.13*/bin/python3.13 | tail -n1)")
+export PATH="$python313_dir:$PATH"
+sam validate --lint --template template.yaml
+cfn-lint template.yaml
+sam build --template template.yaml --build-dir .aws-sam/build
+echo "check: template valid, lint clean, build complete"
