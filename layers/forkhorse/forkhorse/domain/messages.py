@@ -1,0 +1,54 @@
+"""Check messages: project-authored text made safe to show.
+
+A message keeps at most 4 KiB of UTF-8, shows control and bidi characters as
+escapes (so they cannot reorder or hide text in a console), and loses any
+stack-shaped suffix (stacks leak paths and provider internals).
+"""
+
+import re
+import unicodedata
+
+MESSAGE_BUDGET_BYTES = 4 * 1024
+_ELLIPSIS = "…"
+
+# A stack begins at a JS frame, a Python traceback header or a Python frame line;
+# everything after it (further frames, the exception line) belongs to the stack.
+_STACK_START = re.compile(
+    r"^(?:[ \t]+at [^\n]*"
+    r"|[ \t]*Traceback \(most recent call last\):[^\n]*"
+    r"|[ \t]*File \"[^\n]*\", line \d+[^\n]*)$",
+    re.MULTILINE,
+)
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_KEPT_CONTROLS = frozenset("\n\t")
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def _strip_stack(text: str) -> str:
+    match = _STACK_START.search(text)
+    return text if match is None else text[: match.start()]
+
+
+def _needs_escape(char: str) -> bool:
+    if char in _KEPT_CONTROLS:
+        return False
+    return char in _BIDI or unicodedata.category(char) in _ESCAPED_CATEGORIES
+
+
+def _escape(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" if _needs_escape(c) else c for c in text)
+
+
+def _truncate_utf8(text: str, budget: int) -> str:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= budget:
+        return text
+    room = budget - len(_ELLIPSIS.encode("utf-8"))
+    # "ignore" drops only the bytes of a character cut at the boundary.
+    return encoded[:room].decode("utf-8", "ignore") + _ELLIPSIS
+
+
+def sanitize_message(text: str) -> str:
+    """At most 4 KiB of UTF-8, control/bidi characters escaped, stack suffix removed."""
+    text = text.replace("\r\n", "\n")
+    return _truncate_utf8(_escape(_strip_stack(text).rstrip()), MESSAGE_BUDGET_BYTES)
