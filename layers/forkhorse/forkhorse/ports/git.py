@@ -1,11 +1,119 @@
-"""Port placeholder: the owning issue defines this Protocol."""
+"""GitStore port: one project's canonical repository and forks, read by exact SHA only.
 
-from typing import Protocol
+Objects are addressed by SHA and never resolved through a branch ref; refs change only by
+compare-and-set. Canonical refs change only with a `CanonicalWriteCapability`, which only
+the promote path mints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from forkhorse.domain.git_access import CanonicalWriteCapability
+from forkhorse.domain.snapshot import FileStat, SnapshotBudget
+
+DEFAULT_BRANCH = "refs/heads/main"
+ARCHIVE_URL_TTL_SECONDS = 180
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    name: bytes
+    mode: int
+    sha: str
+
+
+@dataclass(frozen=True)
+class ArchiveLink:
+    """Where a full check fetches one snapshot's exact tree as a tar archive."""
+
+    tree: str
+    url: str
+    expires_in_seconds: int
+
+
+class SnapshotReader(Protocol):
+    """One check's view of one snapshot; every call charges that check's budget."""
+
+    @property
+    def commit(self) -> str: ...
+
+    def read(self, path: str) -> str | None: ...
+
+    def stat(self, path: str) -> FileStat | None: ...
+
+    def list(self, prefix: str) -> list[str]: ...
 
 
 class Snapshot(Protocol):
-    commit: str
+    """One exact commit, immutable by SHA, with its validated tree metadata cached."""
+
+    @property
+    def commit(self) -> str: ...
+
+    @property
+    def tree(self) -> str: ...
+
+    def reader(self, budget: SnapshotBudget) -> SnapshotReader: ...
+
+    def export_to(self, dest_dir: Path) -> None: ...
+
+    def export_tar(self, dest: BinaryIO) -> None: ...
 
 
 class GitStore(Protocol):
-    def snapshot(self, commit: str) -> Snapshot: ...
+    """The repositories of one project: canonical plus forks, sharing one object store."""
+
+    @property
+    def project(self) -> str: ...
+
+    def create_canonical(self) -> None: ...
+
+    def create_fork(self, fork: str) -> str | None:
+        """Create a fork at the canonical head; return that head (None while empty)."""
+        ...
+
+    def exists(self, fork: str | None = None) -> bool: ...
+
+    def refs(self, fork: str | None = None) -> dict[str, str]: ...
+
+    def head(self, fork: str | None = None, ref: str = DEFAULT_BRANCH) -> str | None: ...
+
+    def read_commit(self, sha: str) -> CommitInfo: ...
+
+    def read_tree(self, sha: str) -> tuple[TreeEntry, ...]: ...
+
+    def read_blob(self, sha: str) -> bytes: ...
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool: ...
+
+    def update_fork_ref(self, fork: str, ref: str, old: str | None, new: str | None) -> bool:
+        """Compare-and-set a fork ref; None means absent. False when `old` no longer holds."""
+        ...
+
+    def update_canonical_ref(
+        self, capability: CanonicalWriteCapability, ref: str, old: str | None, new: str | None
+    ) -> bool:
+        """Compare-and-set a canonical ref with the promote path's capability."""
+        ...
+
+    def open_snapshot(self, commit: str) -> Snapshot: ...
+
+    def publish_archive(self, commit: str) -> ArchiveLink:
+        """Store the exact tree's tar archive and return a link valid for 180 seconds."""
+        ...
+
+
+class GitHost(Protocol):
+    """Every project's repositories; `store(project)` scopes to one project."""
+
+    def store(self, project: str) -> GitStore: ...
