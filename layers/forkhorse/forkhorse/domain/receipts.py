@@ -147,3 +147,40 @@ class CheckRecord(_Wire):
             outcome=self.outcome,
             duration_ms=self.duration_ms,
         )
+
+
+class ReceiptRecord(_Wire):
+    """The attached immutable evidence of one finished execution (schema 1)."""
+
+    schema_version: Literal[1] = Field(default=1, alias="schema")
+    project: str
+    review_id: str
+    commit: str
+    tree: str
+    generation: str
+    trigger: Trigger
+    status: FinalOutcome
+    evidence: Evidence
+    platform: str
+    started_at: Timestamp
+    finished_at: Timestamp
+    duration_ms: NonNegativeInt | None
+    checks: list[CheckRecord]
+
+    @model_validator(mode="after")
+    def _checks_are_finished(self) -> Self:
+        if any(check.outcome == "running" for check in self.checks):
+            raise ValueError("a record holds only finished checks")
+        return self
+
+    def summary(self, digest: str | None) -> ReceiptSummary:
+        """The wire summary of this record, attached under `digest` (None when unattached)."""
+        return ReceiptSummary(
+            status=self.status,
+            trigger=self.trigger,
+            digest=digest,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            duration_ms=self.duration_ms,
+            checks=[check.summary() for check in self.checks],
+        )

@@ -1,7 +1,228 @@
-"""Port placeholder: the owning issue defines this Protocol."""
+"""The Store port: all durable state except git objects.
 
+Two adapters implement it (SQLite locally, DynamoDB on AWS) and pass one
+conformance suite (`tests/integration/store/`). Every method that changes state
+is atomic; methods returning `bool` report whether their condition held (False
+changes nothing). Times are timezone-aware and always passed in by the caller,
+so expiry is decided by the caller's clock, never the database's.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Protocol
+
+from forkhorse.domain.model import (
+    Approval,
+    Claim,
+    Fork,
+    InvalidatedExecution,
+    LedgerEntry,
+    Packet,
+    Principal,
+    Project,
+    ProjectSettings,
+    Promotion,
+    Review,
+    SettledState,
+)
+from forkhorse.domain.receipts import ReceiptSummary, Trigger
 
 
 class Store(Protocol):
+    # --- principals: token hashes only ---------------------------------------------
+    def create_principal(self, principal: Principal, token_hash: str) -> bool:
+        """Store an owner or agent with the hash of its token; False if the id or hash exists."""
+        ...
+
+    def get_principal(self, principal_id: str) -> Principal | None: ...
+
+    def list_agents(self) -> list[Principal]: ...
+
+    def find_principal_by_token_hash(self, token_hash: str) -> Principal | None:
+        """The live principal this token hash names; None if unknown or revoked."""
+        ...
+
+    def revoke_principal(self, principal_id: str) -> bool:
+        """Revoke for good: its token hash stops resolving. False if unknown."""
+        ...
+
+    # --- projects, members, forks, packets --------------------------------------------
+    def create_project(self, project: Project) -> bool:
+        """False if the id exists. `settings=None` stores a legacy project."""
+        ...
+
+    def get_project(self, project_id: str) -> Project | None:
+        """The project, with `LEGACY_SETTINGS` filled in when none were stored."""
+        ...
+
+    def list_projects(self) -> list[Project]: ...
+
+    def set_settings(self, project_id: str, settings: ProjectSettings) -> bool: ...
+
+    def add_member(self, project_id: str, agent_id: str) -> None: ...
+
+    def is_member(self, project_id: str, agent_id: str) -> bool: ...
+
+    def list_members(self, project_id: str) -> list[str]: ...
+
+    def create_fork(self, fork: Fork) -> bool:
+        """False if the fork id exists in its project."""
+        ...
+
+    def get_fork(self, project_id: str, fork_id: str) -> Fork | None: ...
+
+    def list_forks(self, project_id: str) -> list[Fork]: ...
+
+    def create_packet(self, packet: Packet) -> bool: ...
+
+    def get_packet(self, project_id: str, packet_id: str) -> Packet | None: ...
+
+    def list_packets(self, project_id: str) -> list[Packet]: ...
+
+    # --- claims: leases on packets -----------------------------------------------------
+    def claim_packet(
+        self, packet_id: str, agent_id: str, ttl: timedelta, now: datetime
+    ) -> Claim | None:
+        """Claim or renew (the caller's own live claim) until `now + ttl`.
+
+        None while another agent holds a live claim.
+        """
+        ...
+
+    def release_claim(self, packet_id: str, agent_id: str) -> bool:
+        """Drop the agent's claim; False if the agent holds none."""
+        ...
+
+    def live_claim(self, packet_id: str, now: datetime) -> Claim | None: ...
+
+    # --- reviews and their current execution ----------------------------------------
+    def create_review(self, review: Review) -> bool:
+        """False if the id exists. The review may already carry its first execution."""
+        ...
+
+    def get_review(self, review_id: str) -> Review | None: ...
+
+    def list_reviews(self, project_id: str) -> list[Review]:
+        """The project's reviews, oldest first."""
+        ...
+
+    def start_execution(
+        self,
+        review_id: str,
+        commit: str,
+        trigger: Trigger,
+        generation: str,
+        summary: ReceiptSummary,
+    ) -> bool:
+        """Replace the current execution; its digest starts cleared. False if no such review."""
+        ...
+
+    def update_summary(self, review_id: str, generation: str, summary: ReceiptSummary) -> bool:
+        """Publish progress or a digest-less final summary.
+
+        Applies only while `generation` is current and still running. The digest
+        can only be set by `attach`.
+        """
+        ...
+
+    def attach(
+        self,
+        review_id: str,
+        commit: str,
+        generation: str,
+        trigger: Trigger,
+        digest: str,
+        summary: ReceiptSummary,
+        now: datetime,
+    ) -> bool:
+        """Attach a published record: one compare-and-set over commit, generation,
+        trigger (of the current, still running execution) and the live claim (the
+        review's packet claimed by the review's agent, not expired at `now`)."""
+        ...
+
+    def invalidate_running(self, now: datetime) -> list[InvalidatedExecution]:
+        """Restart recovery: every running execution becomes an infrastructure error
+        (so its generation can never attach)."""
+        ...
+
+    def approve(
+        self,
+        review_id: str,
+        approval: Approval,
+        expected_digest: str | None,
+        expected_generation: str | None,
+    ) -> bool:
+        """Store owner consent if the review's commit is `approval.commit` and its
+        current execution still has `expected_generation` and `expected_digest`."""
+        ...
+
+    # --- promotions and the ledger --------------------------------------------------
+    def begin_promotion(self, promotion: Promotion, fencing_token: int, now: datetime) -> bool:
+        """Record a pending promotion. False while another promotion of the project is
+        pending or uncertain (the uncertain-outcome fence), or if `fencing_token` no
+        longer holds the project's live workflow lease."""
+        ...
+
+    def settle_promotion(
+        self,
+        project_id: str,
+        promotion_id: str,
+        state: SettledState,
+        ledger_entry: LedgerEntry | None,
+        now: datetime,
+    ) -> bool:
+        """Move a pending promotion to done/failed/uncertain, or reconcile an uncertain
+        one to done/failed. `done` needs its ledger entry, written in the same
+        transaction. done/failed lift the fence; uncertain keeps it."""
+        ...
+
+    def get_promotion(self, project_id: str, promotion_id: str) -> Promotion | None: ...
+
+    def list_promotions(self, project_id: str) -> list[Promotion]: ...
+
+    def open_promotion(self, project_id: str) -> Promotion | None:
+        """The pending or uncertain promotion fencing this project, if any."""
+        ...
+
+    def ledger(self, project_id: str) -> list[LedgerEntry]:
+        """Done promotions, oldest first."""
+        ...
+
+    # --- the per-project workflow lease ---------------------------------------------
+    def acquire_lease(
+        self, project_id: str, holder: str, ttl: timedelta, now: datetime
+    ) -> int | None:
+        """Take the lease if it is free, expired or already the holder's; returns a new
+        fencing token, greater than every earlier one. None while someone else holds it."""
+        ...
+
+    def renew_lease(
+        self, project_id: str, holder: str, token: int, ttl: timedelta, now: datetime
+    ) -> bool: ...
+
+    def release_lease(self, project_id: str, holder: str, token: int) -> bool: ...
+
+    def check_fence(self, project_id: str, token: int, now: datetime) -> bool:
+        """True while `token` is the project's current, live lease."""
+        ...
+
+    # --- immutable, content-addressed records ----------------------------------------
+    def put_record_chunks(self, digest: str, chunks: Sequence[str]) -> None:
+        """Write every chunk, then the manifest last (a record is visible whole or not
+        at all). Idempotent: putting the same digest again is harmless."""
+        ...
+
+    def get_record_chunks(self, digest: str) -> list[str] | None:
+        """The chunks in order, or None if no manifest exists. Not verified here."""
+        ...
+
+    # --- Flow-Next review receipts ----------------------------------------------------
+    def put_review_receipt(self, review_id: str, digest: str) -> None:
+        """Attach a stored Flow-Next receipt record to a review (idempotent)."""
+        ...
+
+    def list_review_receipts(self, review_id: str) -> list[str]:
+        """Digests attached to the review, sorted (lineage comes from the receipts)."""
+        ...
+
     def close(self) -> None: ...

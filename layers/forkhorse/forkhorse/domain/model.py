@@ -1,0 +1,180 @@
+"""The state the Store keeps: principals, projects, forks, packets, claims,
+reviews with their current execution, approvals, promotions, the ledger and the
+per-project workflow lease. Pure data, no I/O.
+"""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, PositiveInt
+from pydantic.alias_generators import to_camel
+
+from forkhorse.domain.receipts import ReceiptSummary, Trigger
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ProjectSettings(BaseModel):
+    """The owner's settings; on the wire exactly `{"requireReceipt": bool}`."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        strict=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        serialize_by_alias=True,
+    )
+
+    require_receipt: bool
+
+
+# A project stored before settings existed reads as advisory until its owner opts in.
+LEGACY_SETTINGS = ProjectSettings(require_receipt=False)
+DEFAULT_SETTINGS = ProjectSettings(require_receipt=True)
+
+PrincipalKind = Literal["owner", "agent"]
+
+
+class Principal(_State):
+    """Who a bearer token belongs to. Tokens themselves are never stored, only their hashes."""
+
+    kind: PrincipalKind
+    id: str
+    name: str
+    created_at: AwareDatetime
+    revoked: bool = False
+
+
+class Project(_State):
+    """A project. `settings` is None only for a legacy project stored before settings
+    existed; the Store reads such a project with `LEGACY_SETTINGS` filled in."""
+
+    id: str
+    name: str
+    owner_id: str
+    created_at: AwareDatetime
+    settings: ProjectSettings | None = None
+
+    @property
+    def effective_settings(self) -> ProjectSettings:
+        return self.settings or LEGACY_SETTINGS
+
+
+class Fork(_State):
+    id: str
+    project_id: str
+    name: str
+    owner_agent_id: str
+    created_at: AwareDatetime
+
+
+class Packet(_State):
+    id: str
+    project_id: str
+    title: str
+    created_at: AwareDatetime
+
+
+class Claim(_State):
+    """A lease on a packet: live while `now < expires_at`."""
+
+    packet_id: str
+    agent_id: str
+    claimed_at: AwareDatetime
+    expires_at: AwareDatetime
+
+    def is_live(self, now: datetime) -> bool:
+        return now < self.expires_at
+
+
+class Execution(_State):
+    """A review's current execution. Its summary carries status and attached digest."""
+
+    generation: str
+    commit: str
+    trigger: Trigger
+    summary: ReceiptSummary
+
+    @property
+    def is_running(self) -> bool:
+        return self.summary.status == "running"
+
+    @property
+    def digest(self) -> str | None:
+        return self.summary.digest
+
+
+class Approval(_State):
+    """Owner consent for one exact commit, given against the receipt current at that time."""
+
+    commit: str
+    owner_id: str
+    approved_at: AwareDatetime
+    generation: str | None
+    digest: str | None
+    require_receipt: bool
+
+
+class Review(_State):
+    id: str
+    project_id: str
+    packet_id: str
+    fork_id: str
+    agent_id: str
+    commit: str
+    created_at: AwareDatetime
+    execution: Execution | None = None
+    approval: Approval | None = None
+
+
+class InvalidatedExecution(_State):
+    """A running execution that a restart turned into an infrastructure error."""
+
+    review_id: str
+    project_id: str
+    generation: str
+
+
+PromotionState = Literal["pending", "uncertain", "done", "failed"]
+SettledState = Literal["uncertain", "done", "failed"]
+OPEN_PROMOTION_STATES: frozenset[PromotionState] = frozenset({"pending", "uncertain"})
+
+
+class Promotion(_State):
+    """One promote attempt. While pending or uncertain it fences further promotes."""
+
+    id: str
+    project_id: str
+    review_id: str
+    commit: str
+    state: PromotionState = "pending"
+    digest: str | None = None
+    started_at: AwareDatetime
+    settled_at: AwareDatetime | None = None
+
+
+class LedgerEntry(_State):
+    """What a done promotion did to canonical, with the digest known at promotion."""
+
+    project_id: str
+    promotion_id: str
+    review_id: str
+    commit: str
+    previous_head: str | None
+    digest: str | None
+    promoted_at: AwareDatetime
+
+
+class Lease(_State):
+    """The per-project workflow mutex. `token` is a fencing token: it only grows."""
+
+    project_id: str
+    holder: str
+    token: PositiveInt
+    expires_at: AwareDatetime
+
+    def is_live(self, now: datetime) -> bool:
+        return now < self.expires_at
