@@ -178,3 +178,44 @@ class Lease(_State):
 
     def is_live(self, now: datetime) -> bool:
         return now < self.expires_at
+
+
+# --- rules both Store adapters apply inside their transactions -------------------------
+
+
+def with_effective_settings(project: Project) -> Project:
+    """How a stored project reads: a legacy project gets `LEGACY_SETTINGS`."""
+    return project.model_copy(update={"settings": project.effective_settings})
+
+
+def is_current_running(execution: Execution | None, generation: str) -> bool:
+    return execution is not None and execution.generation == generation and execution.is_running
+
+
+def fence_holds(lease: Lease | None, token: int, now: datetime) -> bool:
+    """A fenced write is allowed only under the project's current, live lease token."""
+    return lease is not None and lease.token == token and lease.is_live(now)
+
+
+def check_settlement(state: SettledState, ledger_entry: LedgerEntry | None) -> None:
+    """A done promotion writes exactly one ledger entry; other outcomes write none."""
+    if (state == "done") != (ledger_entry is not None):
+        raise ValueError("a done promotion needs its ledger entry, and only a done one")
+
+
+def may_settle(promotion: Promotion, state: SettledState) -> bool:
+    """pending -> done|failed|uncertain; uncertain -> done|failed (reconciliation)."""
+    if promotion.state == "pending":
+        return True
+    return promotion.state == "uncertain" and state != "uncertain"
+
+
+def require_no_digest(summary: ReceiptSummary) -> None:
+    if summary.digest is not None:
+        raise ValueError("only attach sets a digest")
+
+
+def current_receipt(review: Review) -> tuple[str | None, str | None]:
+    """(generation, digest) of the review's current execution, what approval compares."""
+    execution = review.execution
+    return (None, None) if execution is None else (execution.generation, execution.digest)

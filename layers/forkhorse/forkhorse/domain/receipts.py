@@ -184,3 +184,24 @@ class ReceiptRecord(_Wire):
             duration_ms=self.duration_ms,
             checks=[check.summary() for check in self.checks],
         )
+
+
+def interrupted_summary(summary: ReceiptSummary, now: datetime) -> ReceiptSummary:
+    """What a restart makes of a running summary: an infrastructure error, no digest."""
+    started = parse_timestamp(summary.started_at)
+    elapsed_ms = max(0, int((now - started).total_seconds() * 1000))
+    checks = [
+        check.model_copy(update={"outcome": "infrastructure-error"})
+        if check.outcome == "running"
+        else check
+        for check in summary.checks
+    ]
+    return summary.model_copy(
+        update={
+            "status": "infrastructure-error",
+            "digest": None,
+            "finished_at": format_timestamp(now),
+            "duration_ms": elapsed_ms,
+            "checks": checks,
+        }
+    )

@@ -1,0 +1,52 @@
+"""Content-addressed records through a Store: canonical bytes in, verified bytes out.
+
+Used for receipt records and for Flow-Next review receipts alike.
+"""
+
+import json
+from typing import Any
+
+from forkhorse.domain.canonical import (
+    RecordCorruptedError,
+    canonical_bytes,
+    chunk_text,
+    digest_of,
+    verified_bytes,
+)
+from forkhorse.domain.receipts import ReceiptRecord
+from forkhorse.ports.store import Store
+
+__all__ = ["RecordCorruptedError", "get_json", "get_record", "put_json", "put_record"]
+
+
+def _put_bytes(store: Store, data: bytes) -> str:
+    digest = digest_of(data)
+    store.put_record_chunks(digest, chunk_text(data.decode("utf-8")))
+    return digest
+
+
+def _get_bytes(store: Store, digest: str) -> bytes | None:
+    chunks = store.get_record_chunks(digest)
+    return None if chunks is None else verified_bytes(digest, chunks)
+
+
+def put_json(store: Store, value: Any) -> str:
+    """Store any JSON value in canonical form; returns its digest."""
+    return _put_bytes(store, canonical_bytes(value))
+
+
+def get_json(store: Store, digest: str) -> Any | None:
+    """The value stored under `digest`, or None. Raises RecordCorruptedError on a mismatch."""
+    data = _get_bytes(store, digest)
+    return None if data is None else json.loads(data)
+
+
+def put_record(store: Store, record: ReceiptRecord) -> str:
+    """Publish a receipt record (chunks first, manifest last); returns its digest."""
+    return put_json(store, record.model_dump(mode="json"))
+
+
+def get_record(store: Store, digest: str) -> ReceiptRecord | None:
+    """Read and verify a receipt record. Raises RecordCorruptedError on a mismatch."""
+    data = _get_bytes(store, digest)
+    return None if data is None else ReceiptRecord.model_validate_json(data)
