@@ -1,0 +1,1 @@
+"""Helpers shared by test suites (not fixtures: import them explicitly)."""

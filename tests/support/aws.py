@@ -1,0 +1,50 @@
+"""AWS test helpers: moto tables built from template.yaml, so tests and template cannot drift."""
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+TABLE_RESOURCE = "ForkhorseTable"
+
+
+class _CloudFormationLoader(yaml.SafeLoader):
+    """A safe loader that reads CloudFormation short-form tags (!Ref, !Sub, ...) as plain data."""
+
+
+def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {f"Fn::{suffix}" if suffix != "Ref" else "Ref": value}
+
+
+_CloudFormationLoader.add_multi_constructor("!", _any_tag)
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    with path.open(encoding="utf-8") as stream:
+        loaded: dict[str, Any] = yaml.load(stream, Loader=_CloudFormationLoader)
+    return loaded
+
+
+def table_properties(resource: str = TABLE_RESOURCE) -> dict[str, Any]:
+    properties: dict[str, Any] = load_template()["Resources"][resource]["Properties"]
+    return properties
+
+
+def create_table_from_template(dynamodb_client: Any, table_name: str = "forkhorse") -> str:
+    """Create the template's table (its key schema and billing) in moto; returns its name."""
+    properties = table_properties()
+    dynamodb_client.create_table(
+        TableName=table_name,
+        AttributeDefinitions=properties["AttributeDefinitions"],
+        KeySchema=properties["KeySchema"],
+        BillingMode=properties["BillingMode"],
+    )
+    dynamodb_client.get_waiter("table_exists").wait(TableName=table_name)
+    return table_name
