@@ -1,0 +1,133 @@
+"""Standing-criteria compliance on `completion_review` receipts.
+
+Two surfaces: `parse_global_criteria` projects a reviewer's `## Global criteria` section and
+degrades anything it cannot read to absent (`None`), never to an error; `validate_criteria`
+checks a stored `criteria` array and rejects it with a rule and a pointer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, Final
+
+from forkhorse.flow.rules import (
+    G_ID_PATTERN,
+    RuleViolation,
+    check_closed_keys,
+    check_enum,
+    check_string,
+    child,
+    require_list,
+    require_mapping,
+)
+
+CRITERIA_STATUSES: Final = ("met", "violated", "n/a")
+MAX_NOTE_CHARS: Final = 400
+MAX_REVIEW_TEXT_BYTES: Final = 1024 * 1024
+CRITERIA_RECEIPT_TYPE: Final = "completion_review"
+
+_HEADING = re.compile(r"#{1,6}\s")
+_CRITERIA_HEADING = re.compile(r"#{2,3}\s+Global criteria:?\s*")
+_VERDICT_TAG = re.compile(r"<verdict>")
+_ENTRY = re.compile(r"(?:[-*+]\s+)?(G[0-9]+):\s*(met|violated|n/a)(?:\s+-\s+(\S.*))?")
+
+Criterion = dict[str, str]
+
+
+def parse_global_criteria(review_text: object) -> list[Criterion] | None:
+    """The criteria array from the last `## Global criteria` section, or None when unusable."""
+    if not isinstance(review_text, str) or len(review_text.encode("utf-8")) > MAX_REVIEW_TEXT_BYTES:
+        return None
+    section = _last_section(review_text.replace("\r\n", "\n").split("\n"))
+    if not section:
+        return None
+    entries: list[Criterion] = []
+    for line in section:
+        entry = _parse_entry(line)
+        if entry is None:
+            return None
+        entries.append(entry)
+    ids = [entry["id"] for entry in entries]
+    return entries if len(set(ids)) == len(ids) else None
+
+
+def bind_criteria(
+    parsed: list[Criterion] | None, configured_ids: Collection[str]
+) -> list[Criterion] | None:
+    """Attach only when the recorded ids are exactly the configured standing criteria."""
+    if parsed is None or {entry["id"] for entry in parsed} != set(configured_ids):
+        return None
+    return parsed
+
+
+def validate_criteria(receipt: Mapping[str, Any], where: str = "") -> None:
+    """Check a stored `criteria` field; legacy receipts without it (or with null) stay valid."""
+    value = receipt.get("criteria")
+    if value is None:
+        return
+    field_where = child(where, "criteria")
+    if receipt.get("type") != CRITERIA_RECEIPT_TYPE:
+        raise RuleViolation("criteria.receipt-type", field_where, "only on completion_review")
+    entries = require_list(value, "criteria.type", field_where)
+    if not entries:
+        raise RuleViolation("criteria.empty", field_where, "must not be empty")
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        criterion_id = _check_criterion(entry, child(field_where, index))
+        if criterion_id in seen:
+            raise RuleViolation("criteria.id-unique", child(field_where, index, "id"), "duplicate")
+        seen.add(criterion_id)
+
+
+def _check_criterion(value: object, where: str) -> str:
+    entry = require_mapping(value, "criteria.entry", where)
+    check_closed_keys(
+        entry,
+        required=frozenset({"id", "status"}),
+        optional=frozenset({"note"}),
+        rule_prefix="criteria",
+        where=where,
+    )
+    criterion_id = entry["id"]
+    if not isinstance(criterion_id, str) or not G_ID_PATTERN.fullmatch(criterion_id):
+        raise RuleViolation("criteria.id", child(where, "id"), "must match G<digits>")
+    check_enum(
+        entry["status"], CRITERIA_STATUSES, rule="criteria.status", where=child(where, "status")
+    )
+    if "note" in entry:
+        check_string(
+            entry["note"],
+            rule="criteria.note",
+            where=child(where, "note"),
+            max_chars=MAX_NOTE_CHARS,
+        )
+    return criterion_id
+
+
+def _last_section(lines: list[str]) -> list[str]:
+    """Non-blank lines of the last criteria section, up to the next heading or verdict tag."""
+    starts = [index for index, line in enumerate(lines) if _CRITERIA_HEADING.fullmatch(line)]
+    if not starts:
+        return []
+    section: list[str] = []
+    for line in lines[starts[-1] + 1 :]:
+        if _HEADING.match(line) or _VERDICT_TAG.match(line.strip()):
+            break
+        if line.strip():
+            section.append(line.strip())
+    return section
+
+
+def _parse_entry(line: str) -> Criterion | None:
+    match = _ENTRY.fullmatch(line)
+    if match is None or not G_ID_PATTERN.fullmatch(match.group(1)):
+        return None
+    entry: Criterion = {"id": match.group(1), "status": match.group(2)}
+    note = match.group(3)
+    if note is not None:
+        note = note.strip()
+        if len(note) > MAX_NOTE_CHARS:
+            return None
+        entry["note"] = note
+    return entry

@@ -1,0 +1,85 @@
+"""Receipt envelopes: type, mode and verdict, and the bindings between a receipt and its findings.
+
+The envelope is open (receipts carry many other fields); only the fields the contract defines
+are checked. A `findings` projection must match its receipt: type -> reviewKind, mode == backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from forkhorse.flow.criteria import validate_criteria
+from forkhorse.flow.findings import validate_container
+from forkhorse.flow.qa import QA_RECEIPT_TYPE, validate_qa
+from forkhorse.flow.rules import RuleViolation, check_enum, child, require_mapping
+
+KIND_BY_TYPE: Final = {
+    "plan_review": "plan",
+    "impl_review": "implementation",
+    "completion_review": "completion",
+    "qa_verdict": "qa",
+}
+RECEIPT_TYPES: Final = tuple(KIND_BY_TYPE)
+MODES: Final = ("codex", "copilot", "cursor", "claude", "host", "triage_skip")
+LEGACY_MODES: Final = ("rp",)  # written before 8.0.0; still read
+VERDICTS: Final = ("SHIP", "NEEDS_WORK", "MAJOR_RETHINK", "NEEDS_HUMAN")
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """Outcome of validating a receipt: `violation` is None exactly when it is valid."""
+
+    violation: RuleViolation | None
+
+    @property
+    def valid(self) -> bool:
+        return self.violation is None
+
+
+def validate_receipt(body: object) -> Validation:
+    """Validate a whole receipt (envelope, findings, criteria, QA rows); never raises."""
+    try:
+        check_receipt(body)
+    except RuleViolation as violation:
+        return Validation(violation)
+    return Validation(None)
+
+
+def check_receipt(body: object) -> Mapping[str, Any]:
+    """Raise `RuleViolation` for the first failed rule of a whole receipt."""
+    receipt = require_mapping(body, "receipt.type", "")
+    receipt_type = check_enum(
+        receipt.get("type"), RECEIPT_TYPES, rule="receipt.type", where="/type"
+    )
+    if "mode" in receipt or receipt.get("findings") is not None:
+        check_enum(receipt.get("mode"), MODES + LEGACY_MODES, rule="receipt.mode", where="/mode")
+    # A QA receipt reports `qa_outcome`; the review types must state a verdict.
+    if "verdict" in receipt or receipt_type != QA_RECEIPT_TYPE:
+        check_enum(receipt.get("verdict"), VERDICTS, rule="receipt.verdict", where="/verdict")
+    check_findings_binding(receipt)
+    validate_criteria(receipt)
+    validate_qa(receipt)
+    return receipt
+
+
+def check_findings_binding(receipt: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The receipt's findings container if valid and bound to it; None when absent (or null)."""
+    findings = receipt.get("findings")
+    if findings is None:
+        return None
+    container = validate_container(findings, "/findings")
+    if "type" in receipt:
+        expected_kind = (
+            KIND_BY_TYPE.get(receipt["type"]) if isinstance(receipt["type"], str) else None
+        )
+        if container["reviewKind"] != expected_kind:
+            raise RuleViolation(
+                "binding.type-kind", child("/findings", "reviewKind"), "does not match receipt type"
+            )
+    if "mode" in receipt and receipt["mode"] != container["backend"]:
+        raise RuleViolation(
+            "binding.mode-backend", child("/findings", "backend"), "does not equal receipt mode"
+        )
+    return container

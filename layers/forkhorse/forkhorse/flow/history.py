@@ -1,0 +1,235 @@
+"""Receipt history on disk: the only flow module that touches files.
+
+Layout: `<receipt-path>` is the latest receipt; before it is replaced, its valid generation is
+kept at `<receipt-path>.history/<sha256(sourceReceiptId)>.json`. Every write is atomic (temp file,
+fsync, rename); a history entry is published without clobbering, so rewriting a generation with
+different content is refused; writers of one receipt path serialise on a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forkhorse.flow.envelope import check_findings_binding, check_receipt
+from forkhorse.flow.ids import history_name
+from forkhorse.flow.rules import RuleViolation, canonical_json
+
+HISTORY_SUFFIX = ".history"
+
+
+class HistoryConflict(Exception):
+    """A generation would be rewritten with different content."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One receipt file: its parsed JSON, or the reason it could not be read."""
+
+    path: Path
+    receipt: object = None
+    error: str | None = None
+
+
+def history_dir(receipt_path: Path) -> Path:
+    return receipt_path.with_name(receipt_path.name + HISTORY_SUFFIX)
+
+
+def history_path(receipt_path: Path, source_receipt_id: str) -> Path:
+    return history_dir(receipt_path) / history_name(source_receipt_id)
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; OSError for I/O problems, ValueError for malformed content."""
+    with path.open("rb") as handle:
+        return json.loads(handle.read())
+
+
+def atomic_write_json(path: Path, value: object) -> None:
+    """Write via a temp file in the same directory, fsync, then rename over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = _write_temp(path.parent, _pretty_bytes(value))
+    try:
+        temp.replace(path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_latest(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
+    """Make `receipt` the latest, first preserving the valid generation it replaces.
+
+    Raises RuleViolation for an invalid receipt and HistoryConflict when a generation id would
+    be reused for different content. Writing the same receipt again is a no-op.
+    """
+    check_receipt(receipt)
+    new_source = _source_id(receipt)
+    with _locked(receipt_path):
+        previous = _read_optional(receipt_path)
+        if previous is not None and canonical_json(previous) == canonical_json(receipt):
+            return
+        prior_source = _valid_source_id(previous)
+        if prior_source is not None:
+            if prior_source == new_source:
+                raise HistoryConflict(f"generation {new_source} would be rewritten")
+            publish_once(history_path(receipt_path, prior_source), previous)
+        if new_source is not None:
+            _refuse_conflicting_history(receipt_path, new_source, receipt)
+        atomic_write_json(receipt_path, receipt)
+
+
+def publish_once(path: Path, value: object) -> None:
+    """Create `path` with `value` unless it exists; an existing different content is a conflict."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = _write_temp(path.parent, _pretty_bytes(value))
+    try:
+        os.link(temp, path)  # fails instead of clobbering, even between concurrent writers
+    except FileExistsError:
+        if not _same_json(path, value):
+            raise HistoryConflict(f"{path} already holds a different generation") from None
+    finally:
+        temp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def read_generations(receipt_path: Path) -> list[Generation]:
+    """The latest receipt (if present) and every preserved generation, in a stable order.
+
+    With the latest file missing, the history alone still holds the lineage, so its unique tip
+    is what currentness selects (see `recover_tip`). A history copy identical to the latest is
+    the same generation and is listed once.
+    """
+    generations: list[Generation] = []
+    latest_bytes: bytes | None = None
+    if receipt_path.exists():
+        latest = _load(receipt_path)
+        generations.append(latest)
+        latest_bytes = canonical_json(latest.receipt) if latest.error is None else None
+    folder = history_dir(receipt_path)
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.json")):
+            entry = _load(path)
+            if entry.error is None and canonical_json(entry.receipt) == latest_bytes:
+                continue
+            generations.append(entry)
+    if not generations:
+        raise FileNotFoundError(f"no receipt at {receipt_path} and no history beside it")
+    return generations
+
+
+def recover_tip(receipt_path: Path) -> Mapping[str, Any] | None:
+    """The unique unsuperseded valid generation in the history, or None if there is not one."""
+    receipts = [g.receipt for g in _history_only(receipt_path) if g.error is None]
+    valid = [r for r in receipts if _valid_source_id(r) is not None]
+    superseded = {r["findings"].get("supersedesReceiptId") for r in valid}  # type: ignore[index]
+    tips = [r for r in valid if _valid_source_id(r) not in superseded]
+    return tips[0] if len(tips) == 1 else None  # type: ignore[return-value]
+
+
+def restore_latest(receipt_path: Path) -> bool:
+    """Rewrite a missing latest file from the history's unique tip; False when not possible."""
+    with _locked(receipt_path):
+        if receipt_path.exists():
+            return False
+        tip = recover_tip(receipt_path)
+        if tip is None:
+            return False
+        atomic_write_json(receipt_path, tip)
+        return True
+
+
+def _history_only(receipt_path: Path) -> list[Generation]:
+    folder = history_dir(receipt_path)
+    return [_load(path) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def _load(path: Path) -> Generation:
+    try:
+        return Generation(path, read_json(path))
+    except ValueError as exc:
+        return Generation(path, error=f"not JSON: {exc}")
+
+
+def _read_optional(path: Path) -> object:
+    try:
+        return read_json(path)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return None  # an unreadable latest holds no valid generation to preserve
+
+
+def _source_id(receipt: Mapping[str, Any]) -> str | None:
+    container = check_findings_binding(receipt)
+    return None if container is None else str(container["sourceReceiptId"])
+
+
+def _valid_source_id(receipt: object) -> str | None:
+    if not isinstance(receipt, Mapping):
+        return None
+    try:
+        check_receipt(receipt)
+        return _source_id(receipt)
+    except RuleViolation:
+        return None
+
+
+def _refuse_conflicting_history(
+    receipt_path: Path, source: str, receipt: Mapping[str, Any]
+) -> None:
+    path = history_path(receipt_path, source)
+    if path.exists() and not _same_json(path, receipt):
+        raise HistoryConflict(f"generation {source} is already preserved with other content")
+
+
+def _same_json(path: Path, value: object) -> bool:
+    try:
+        return canonical_json(read_json(path)) == canonical_json(value)
+    except ValueError:
+        return False
+
+
+def _pretty_bytes(value: object) -> bytes:
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _write_temp(folder: Path, data: bytes) -> Path:
+    descriptor, name = tempfile.mkstemp(dir=folder, prefix=".receipt-", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
+
+
+def _fsync_dir(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def _locked(receipt_path: Path) -> Iterator[None]:
+    """Serialise writers of one receipt path with a kernel lock on its history directory."""
+    folder = history_dir(receipt_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)

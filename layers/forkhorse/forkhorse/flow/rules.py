@@ -1,0 +1,109 @@
+"""Shared primitives for rule checks: the violation type, JSON pointers and strict scalar tests.
+
+Every check names the rule it enforces and the JSON pointer (RFC 6901) of the offending value,
+so a rejected receipt can be explained precisely. Nothing here coerces: a boolean is never an
+integer, a float is never an integer, and a missing key is never a default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# `<digits>` in R-IDs and G-IDs: a positive decimal without zero padding (the reference rejects
+# G0 and G01, and R-IDs follow the same grammar).
+R_ID_PATTERN = re.compile(r"R[1-9][0-9]*")
+G_ID_PATTERN = re.compile(r"G[1-9][0-9]*")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleViolation(Exception):
+    """A named rule failed at `pointer`; `message` says how, for humans."""
+
+    rule: str
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} at {self.pointer or '/'}: {self.message}"
+
+
+def pointer(*parts: str | int) -> str:
+    """Build a JSON pointer from path segments, escaping `~` and `/` as RFC 6901 requires."""
+    escaped = (str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+    return "".join("/" + segment for segment in escaped)
+
+
+def child(base: str, *parts: str | int) -> str:
+    return base + pointer(*parts)
+
+
+def is_int(value: object) -> bool:
+    """A JSON integer: Python `int` but never `bool` (which subclasses it)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_positive_int(value: object) -> bool:
+    return is_int(value) and value > 0  # type: ignore[operator]
+
+
+def require_mapping(value: object, rule: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise RuleViolation(rule, where, "must be a JSON object")
+    return value
+
+
+def require_list(value: object, rule: str, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RuleViolation(rule, where, "must be a JSON array")
+    return value
+
+
+def check_closed_keys(
+    obj: Mapping[str, Any],
+    *,
+    required: frozenset[str],
+    optional: frozenset[str],
+    rule_prefix: str,
+    where: str,
+) -> None:
+    """Unknown keys are never a compatible extension; missing required keys are never defaulted."""
+    allowed = required | optional
+    for key in obj:
+        if key not in allowed:
+            raise RuleViolation(
+                f"{rule_prefix}.closed-keys", child(where, str(key)), "unknown field"
+            )
+    for key in sorted(required):
+        if key not in obj:
+            raise RuleViolation(
+                f"{rule_prefix}.required", child(where, key), "required field missing"
+            )
+
+
+def check_string(
+    value: object, *, rule: str, where: str, max_chars: int, allow_empty: bool = False
+) -> str:
+    """A JSON string of at most `max_chars` characters (code points), never empty unless allowed."""
+    if not isinstance(value, str):
+        raise RuleViolation(rule, where, "must be a string")
+    if not value and not allow_empty:
+        raise RuleViolation(rule, where, "must not be empty")
+    if len(value) > max_chars:
+        raise RuleViolation(rule, where, f"longer than {max_chars} characters")
+    return value
+
+
+def check_enum(value: object, allowed: tuple[str, ...], *, rule: str, where: str) -> str:
+    """Canonical values only: aliases and case variants are rejected, never coerced."""
+    if not isinstance(value, str) or value not in allowed:
+        raise RuleViolation(rule, where, f"must be one of {', '.join(allowed)}")
+    return value
+
+
+def canonical_json(value: object) -> bytes:
+    """Key-sorted compact JSON: equal bytes mean equal JSON (`true` and `1` stay distinct)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
