@@ -17,6 +17,7 @@ conditions compare them without the table's clock; none of them is the table's
 TTL attribute, because a deleted lease would reset its fencing token.
 """
 
+import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
