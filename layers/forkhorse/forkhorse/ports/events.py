@@ -1,7 +1,21 @@
-"""Port placeholder: the owning issue defines this Protocol."""
+"""EventBus port: domain events such as `forkhorse.push`, in-process locally, EventBridge on AWS."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
 from typing import Protocol
+
+PUSH_EVENT = "forkhorse.push"
+EVENT_SOURCE = "forkhorse"
+
+EventHandler = Callable[[Mapping[str, object]], None]
 
 
 class EventBus(Protocol):
-    def publish(self, detail_type: str, detail: dict[str, object]) -> None: ...
+    def publish(self, detail_type: str, detail: Mapping[str, object]) -> None: ...
+
+
+class SubscribableEventBus(EventBus, Protocol):
+    """Local mode: handlers run in process, in subscription order, after each publish."""
+
+    def subscribe(self, detail_type: str, handler: EventHandler) -> None: ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import IO, Protocol
 
 from forkhorse.domain.git_access import CanonicalWriteCapability
 from forkhorse.domain.snapshot import FileStat, SnapshotBudget
@@ -67,7 +67,7 @@ class Snapshot(Protocol):
 
     def export_to(self, dest_dir: Path) -> None: ...
 
-    def export_tar(self, dest: BinaryIO) -> None: ...
+    def export_tar(self, dest: IO[bytes]) -> None: ...
 
 
 class GitStore(Protocol):

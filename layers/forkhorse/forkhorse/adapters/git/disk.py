@@ -1,0 +1,94 @@
+"""Disk GitStore, the local default: bare repositories under the state directory.
+
+Layout, per project: `git/<project>/objects/` holds every object; `canonical.git/` and
+`forks/<fork>.git/` are bare repositories whose `objects` is a symlink to it, so plain
+`git` works on them for inspection. Refs are loose files under dulwich's lock-file
+protocol, so a compare-and-set is atomic across threads and processes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from dulwich.object_store import DiskObjectStore
+from dulwich.objects import ObjectID
+from dulwich.refs import DiskRefsContainer, Ref, RefsContainer
+from dulwich.repo import Repo
+
+from forkhorse.adapters.git.store import HEAD, DulwichGitStore
+from forkhorse.domain.git_access import is_valid_repo_name
+from forkhorse.ports.git import ARCHIVE_URL_TTL_SECONDS, DEFAULT_BRANCH, ArchiveLink
+
+
+class DiskGitHost:
+    """Every project's repositories under `<state_dir>/git`."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._root = state_dir / "git"
+        self._archives = state_dir / "archives"
+
+    def store(self, project: str) -> DiskGitStore:
+        if not is_valid_repo_name(project):
+            raise ValueError("Invalid project id.")
+        return DiskGitStore(project, self._root / project, self._archives)
+
+
+class DiskGitStore(DulwichGitStore):
+    def __init__(self, project: str, root: Path, archives: Path) -> None:
+        objects_dir = root / "objects"
+        if not objects_dir.is_dir():
+            objects_dir.mkdir(parents=True, exist_ok=True)
+            DiskObjectStore.init(objects_dir)
+        super().__init__(project, DiskObjectStore(str(objects_dir)))
+        self._root = root
+        self._archives = archives
+
+    def repo_path(self, fork: str | None) -> Path:
+        return (
+            self._root / "canonical.git" if fork is None else self._root / "forks" / f"{fork}.git"
+        )
+
+    def exists(self, fork: str | None = None) -> bool:
+        return (self.repo_path(fork) / "HEAD").is_file()
+
+    def publish_archive(self, commit: str) -> ArchiveLink:
+        """Locally the archive is a file under the state dir, named by its tree SHA."""
+        snapshot = self.open_snapshot(commit)
+        self._archives.mkdir(parents=True, exist_ok=True)
+        target = self._archives / f"{snapshot.tree}.tar"
+        if not target.exists():
+            with tempfile.NamedTemporaryFile(dir=self._archives, delete=False) as partial:
+                snapshot.export_tar(partial.file)
+            os.replace(partial.name, target)
+        return ArchiveLink(snapshot.tree, target.as_uri(), ARCHIVE_URL_TTL_SECONDS)
+
+    def _refs_container(self, fork: str | None) -> RefsContainer:
+        return DiskRefsContainer(str(self.repo_path(fork)))
+
+    def _create_repo(self, fork: str | None, initial_head: bytes | None) -> bool:
+        final = self.repo_path(fork)
+        if final.exists():
+            return False
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".new-", dir=final.parent))
+        try:
+            self._init_bare(staging, initial_head)
+            os.rename(staging, final)  # atomic; fails when another creator won
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            if final.exists():
+                return False
+            raise
+        return True
+
+    def _init_bare(self, path: Path, initial_head: bytes | None) -> None:
+        Repo.init_bare(str(path)).close()
+        shutil.rmtree(path / "objects")
+        os.symlink(os.path.relpath(self._root / "objects", path), path / "objects")
+        refs = DiskRefsContainer(str(path))
+        refs.set_symbolic_ref(HEAD, Ref(DEFAULT_BRANCH.encode("ascii")))
+        if initial_head is not None:
+            refs.add_if_new(Ref(DEFAULT_BRANCH.encode("ascii")), ObjectID(initial_head))

@@ -1,0 +1,348 @@
+"""Snapshot reader over any dulwich object store: one exact commit, read by SHA only.
+
+Branch refs are never consulted. Every tree is validated when first fetched and cached for
+the snapshot's lifetime (snapshots are immutable by SHA). An unsafe tree (a name that is
+not UTF-8, empty, `.`, `..`, `.git` in any case, holds `/`, a backslash or a control
+character, a duplicate name, an unknown mode) or a missing object fails closed with
+`SnapshotUnavailable`. Symlinks and submodules are never followed; executable files
+are regular files.
+
+`stat` materializes at most an 8 KiB sample where dulwich allows it. Worst case, for a
+delta object in a pack, the whole delta chain is decompressed and the complete blob is
+rebuilt in memory before the first 8 KiB is kept (see `probe`); the result is cached per
+blob for the snapshot.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from dulwich.errors import ObjectFormatException
+from dulwich.object_store import BaseObjectStore
+from dulwich.objects import Commit, Tree
+
+from forkhorse.adapters.git.probe import object_prefix, probe_object, read_raw
+from forkhorse.domain.snapshot import (
+    BINARY_SAMPLE_BYTES,
+    MAX_PATH_LEVELS,
+    BudgetExceeded,
+    FileStat,
+    MalformedText,
+    SnapshotBudget,
+    SnapshotUnavailable,
+    is_safe_entry_name,
+    validate_path,
+    validate_prefix,
+)
+
+EntryKind = Literal["file", "dir", "symlink", "submodule"]
+
+_BLOB = 3
+_TREE = 2
+_COMMIT = 1
+_KINDS: dict[int, EntryKind] = {
+    0o100644: "file",
+    0o100755: "file",
+    0o100664: "file",  # written by old git versions; still a regular file
+    0o040000: "dir",
+    0o120000: "symlink",
+    0o160000: "submodule",
+}
+_TAR_MTIME = 0  # archives of one tree are byte-identical
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    kind: EntryKind
+    sha: str
+    executable: bool
+
+
+@dataclass(frozen=True)
+class TreeListing:
+    entries: tuple[Entry, ...]
+    by_name: dict[str, Entry]
+
+
+class DulwichSnapshot:
+    """One commit's tree with validated metadata cached; safe to share across threads."""
+
+    def __init__(self, objects: BaseObjectStore, commit: str, lock: threading.RLock) -> None:
+        self._objects = objects
+        self._lock = lock
+        self._commit = commit
+        self._trees: dict[str, TreeListing] = {}
+        self._stats: dict[str, FileStat] = {}
+        self._tree = self._commit_tree(commit)
+
+    @property
+    def commit(self) -> str:
+        return self._commit
+
+    @property
+    def tree(self) -> str:
+        return self._tree
+
+    def reader(self, budget: SnapshotBudget) -> BudgetedReader:
+        return BudgetedReader(self, budget)
+
+    def listing(self, tree_sha: str) -> TreeListing:
+        """The validated entries of one tree of this snapshot, fetched at most once."""
+        cached = self._trees.get(tree_sha)
+        if cached is not None:
+            return cached
+        with self._lock:
+            listing = _validated_listing(self._parse_tree(tree_sha))
+        self._trees[tree_sha] = listing
+        return listing
+
+    def blob_size(self, sha: str) -> int:
+        with self._lock:
+            probe = probe_object(self._objects, sha, 0)
+        if probe.type_num != _BLOB:
+            raise SnapshotUnavailable()
+        return probe.size
+
+    def blob_stat(self, sha: str) -> FileStat:
+        cached = self._stats.get(sha)
+        if cached is None:
+            with self._lock:
+                sample = object_prefix(self._objects, sha, BINARY_SAMPLE_BYTES)
+            cached = FileStat(size=self.blob_size(sha), binary=b"\0" in sample)
+            self._stats[sha] = cached
+        return FileStat(size=cached["size"], binary=cached["binary"])
+
+    def blob_bytes(self, sha: str) -> bytes:
+        with self._lock:
+            return read_raw(self._objects, sha)
+
+    def walk(self) -> Iterator[tuple[str, Entry]]:
+        """Every entry of the tree, parents before children, in tree order."""
+        pending: list[tuple[str, str]] = [("", self._tree)]
+        while pending:
+            base, tree_sha = pending.pop()
+            children: list[tuple[str, str]] = []
+            for entry in self.listing(tree_sha).entries:
+                path = base + entry.name
+                yield path, entry
+                if entry.kind == "dir":
+                    children.append((path + "/", entry.sha))
+            pending.extend(reversed(children))
+
+    def list_files(self, prefix: str = "") -> list[str]:
+        """Trusted, unbudgeted listing of regular files (for the runner and benchmarks)."""
+        return sorted(
+            path for path, entry in self.walk() if entry.kind == "file" and path.startswith(prefix)
+        )
+
+    def export_to(self, dest_dir: Path) -> None:
+        """Write the exact tree into an empty or new directory, never following a link."""
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        if any(dest_dir.iterdir()):
+            raise FileExistsError("The export directory must be empty.")
+        root = os.open(dest_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            self._export_tree(root, self._tree)
+        finally:
+            os.close(root)
+
+    def export_tar(self, dest: IO[bytes]) -> None:
+        """Stream the exact tree as a deterministic POSIX tar archive."""
+        with tarfile.open(fileobj=dest, mode="w|", format=tarfile.PAX_FORMAT) as archive:
+            for path, entry in self.walk():
+                info = _tar_info(path, entry)
+                if entry.kind == "file":
+                    data = self.blob_bytes(entry.sha)
+                    info.size = len(data)
+                    archive.addfile(info, io.BytesIO(data))
+                else:
+                    if entry.kind == "symlink":
+                        info.linkname = self.blob_bytes(entry.sha).decode(
+                            "utf-8", "surrogateescape"
+                        )
+                    archive.addfile(info)
+
+    def _export_tree(self, dir_fd: int, tree_sha: str) -> None:
+        for entry in self.listing(tree_sha).entries:
+            if entry.kind == "file":
+                _write_file(dir_fd, entry, self.blob_bytes(entry.sha))
+            elif entry.kind == "symlink":
+                os.symlink(self.blob_bytes(entry.sha), entry.name, dir_fd=dir_fd)
+            else:
+                os.mkdir(entry.name, 0o755, dir_fd=dir_fd)
+                if entry.kind == "dir":
+                    self._export_child(dir_fd, entry)
+
+    def _export_child(self, dir_fd: int, entry: Entry) -> None:
+        child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            self._export_tree(child, entry.sha)
+        finally:
+            os.close(child)
+
+    def _commit_tree(self, commit: str) -> str:
+        with self._lock:
+            probe = probe_object(self._objects, commit, 0)
+            if probe.type_num != _COMMIT:
+                raise SnapshotUnavailable()
+            try:
+                parsed = Commit.from_string(read_raw(self._objects, commit))
+            except (ObjectFormatException, ValueError) as malformed:
+                raise SnapshotUnavailable() from malformed
+        return str(parsed.tree.decode("ascii"))
+
+    def _parse_tree(self, tree_sha: str) -> Tree:
+        if probe_object(self._objects, tree_sha, 0).type_num != _TREE:
+            raise SnapshotUnavailable()
+        try:
+            return Tree.from_string(read_raw(self._objects, tree_sha))
+        except (ObjectFormatException, ValueError) as malformed:
+            raise SnapshotUnavailable() from malformed
+
+
+class BudgetedReader:
+    """One check's `read`/`stat`/`list` over a snapshot; reserves budget before data."""
+
+    def __init__(self, snapshot: DulwichSnapshot, budget: SnapshotBudget) -> None:
+        self._snapshot = snapshot
+        self._budget = budget
+        self._charged_trees: set[str] = set()
+        self._charge_lock = threading.Lock()
+
+    @property
+    def commit(self) -> str:
+        return self._snapshot.commit
+
+    def read(self, path: str) -> str | None:
+        entry = self._file_call(path)
+        if entry is None:
+            return self._deliver(None)
+        self._budget.reserve_bytes(self._snapshot.blob_size(entry.sha))
+        data = self._snapshot.blob_bytes(entry.sha)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as malformed:
+            raise MalformedText() from malformed
+        return self._deliver(text)
+
+    def stat(self, path: str) -> FileStat | None:
+        entry = self._file_call(path)
+        if entry is None:
+            return self._deliver(None)
+        size = self._snapshot.blob_size(entry.sha)
+        self._budget.reserve_bytes(min(size, BINARY_SAMPLE_BYTES))
+        return self._deliver(self._snapshot.blob_stat(entry.sha))
+
+    def list(self, prefix: str) -> list[str]:
+        self._budget.reserve_operations(1)
+        literal = validate_prefix(prefix)
+        paths = sorted(self._collect(literal))
+        self._budget.reserve_listed_paths(len(paths))
+        return self._deliver(paths)
+
+    def _deliver[T](self, value: T) -> T:
+        """Last checkpoint: a capability revoked while the call was pending delivers nothing."""
+        self._budget.ensure_live()
+        return value
+
+    def _file_call(self, path: str) -> Entry | None:
+        self._budget.reserve_operations(1)
+        components = validate_path(path)
+        tree_sha = self._snapshot.tree
+        for depth, name in enumerate(components, start=1):
+            entry = self._listing(tree_sha).by_name.get(name)
+            if entry is None:
+                return None
+            if depth == len(components):
+                return entry if entry.kind == "file" else None
+            if entry.kind != "dir":
+                return None  # symlinks and submodules are never followed
+            tree_sha = entry.sha
+        return None
+
+    def _collect(self, prefix: str) -> Iterator[str]:
+        pending: list[tuple[str, int, str]] = [("", 0, self._snapshot.tree)]
+        while pending:
+            base, depth, tree_sha = pending.pop()
+            entries = self._listing(tree_sha).entries
+            if entries and depth + 1 > MAX_PATH_LEVELS:
+                raise BudgetExceeded(
+                    f"The snapshot has paths deeper than {MAX_PATH_LEVELS} levels."
+                )
+            for entry in entries:
+                path = base + entry.name
+                if entry.kind == "file" and path.startswith(prefix):
+                    yield path
+                elif entry.kind == "dir" and _may_hold(path + "/", prefix):
+                    pending.append((path + "/", depth + 1, entry.sha))
+
+    def _listing(self, tree_sha: str) -> TreeListing:
+        self._budget.ensure_live()
+        listing = self._snapshot.listing(tree_sha)
+        with self._charge_lock:
+            if tree_sha in self._charged_trees:
+                return listing
+            self._budget.reserve_operations(len(listing.entries))
+            self._charged_trees.add(tree_sha)
+        return listing
+
+
+def _may_hold(directory: str, prefix: str) -> bool:
+    return directory.startswith(prefix) or prefix.startswith(directory)
+
+
+def _validated_listing(tree: Tree) -> TreeListing:
+    by_name: dict[str, Entry] = {}
+    for item in tree.iteritems():
+        entry = _validated_entry(item.path, item.mode, item.sha)
+        if entry.name in by_name:
+            raise SnapshotUnavailable()
+        by_name[entry.name] = entry
+    return TreeListing(tuple(by_name.values()), by_name)
+
+
+def _validated_entry(raw_name: bytes, mode: int, sha: bytes) -> Entry:
+    try:
+        name = raw_name.decode("utf-8")
+    except UnicodeDecodeError as undecodable:
+        raise SnapshotUnavailable() from undecodable
+    kind = _KINDS.get(mode)
+    if kind is None or not is_safe_entry_name(name):
+        raise SnapshotUnavailable()
+    return Entry(name, kind, sha.decode("ascii"), executable=mode == 0o100755)
+
+
+def _write_file(dir_fd: int, entry: Entry, data: bytes) -> None:
+    mode = 0o755 if entry.executable else 0o644
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(entry.name, flags, mode, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        os.fchmod(handle.fileno(), mode)  # the umask must not change the recorded mode
+
+
+def _tar_info(path: str, entry: Entry) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(path)
+    info.mtime = _TAR_MTIME
+    info.uname = info.gname = ""
+    if entry.kind == "file":
+        info.type = tarfile.REGTYPE
+        info.mode = 0o755 if entry.executable else 0o644
+    elif entry.kind == "symlink":
+        info.type = tarfile.SYMTYPE
+        info.mode = 0o777
+    else:
+        info.type = tarfile.DIRTYPE
+        info.mode = 0o755
+    return info
+
+
+__all__ = ["BudgetedReader", "DulwichSnapshot", "Entry", "TreeListing"]

@@ -1,0 +1,234 @@
+"""The GitStore behaviour shared by the disk and S3/DynamoDB adapters.
+
+A project's canonical repository and its forks share one object store (objects are
+content-addressed; the smart-HTTP server only serves objects reachable from the advertised
+refs of the requested repository) and each has its own refs. Reads go by exact SHA only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import ClassVar
+
+from dulwich.config import ConfigFile, StackedConfig
+from dulwich.errors import ObjectFormatException
+from dulwich.object_store import PackBasedObjectStore
+from dulwich.objects import Commit, ObjectID, Tree, valid_hexsha
+from dulwich.refs import Ref, RefsContainer, check_ref_format
+from dulwich.repo import BaseRepo
+
+from forkhorse.adapters.git.probe import probe_object, read_raw
+from forkhorse.adapters.git.snapshot import DulwichSnapshot
+from forkhorse.domain.git_access import CanonicalWriteCapability, is_valid_repo_name
+from forkhorse.domain.snapshot import SnapshotUnavailable
+from forkhorse.ports.git import DEFAULT_BRANCH, ArchiveLink, CommitInfo, TreeEntry
+
+ZERO_SHA = ObjectID(b"0" * 40)
+HEAD = Ref(b"HEAD")
+_COMMIT = 1
+_TREE = 2
+_BLOB = 3
+_SNAPSHOT_CACHE = 64
+MAX_PUSH_BYTES = 50 * 1024 * 1024
+
+
+class RepoNotFound(LookupError):
+    """The project's canonical repository or the named fork does not exist."""
+
+
+class InvalidRefUpdate(ValueError):
+    """A ref name or target that Forkhorse never writes."""
+
+
+class DulwichGitStore:
+    """GitStore over one shared dulwich object store; subclasses supply refs and storage."""
+
+    max_push_bytes: ClassVar[int] = MAX_PUSH_BYTES
+
+    def __init__(self, project: str, objects: PackBasedObjectStore) -> None:
+        if not is_valid_repo_name(project):
+            raise ValueError("Invalid project id.")
+        self._project = project
+        self._objects = objects
+        self._lock = threading.RLock()
+        self._snapshots: OrderedDict[str, DulwichSnapshot] = OrderedDict()
+
+    # Storage-specific parts -------------------------------------------------------------
+    def exists(self, fork: str | None = None) -> bool:
+        raise NotImplementedError
+
+    def _refs_container(self, fork: str | None) -> RefsContainer:
+        raise NotImplementedError
+
+    def _create_repo(self, fork: str | None, initial_head: bytes | None) -> bool:
+        """Create the repo's refs (HEAD -> main, main at `initial_head`); False if it exists."""
+        raise NotImplementedError
+
+    def publish_archive(self, commit: str) -> ArchiveLink:
+        raise NotImplementedError
+
+    # GitStore ---------------------------------------------------------------------------
+    @property
+    def project(self) -> str:
+        return self._project
+
+    @property
+    def objects(self) -> PackBasedObjectStore:
+        return self._objects
+
+    def create_canonical(self) -> None:
+        self._create_repo(None, None)
+
+    def create_fork(self, fork: str) -> str | None:
+        if not is_valid_repo_name(fork):
+            raise ValueError("Invalid fork id.")
+        head = self.head()
+        if not self._create_repo(fork, head.encode("ascii") if head else None):
+            raise FileExistsError("The fork already exists.")
+        return head
+
+    def refs(self, fork: str | None = None) -> dict[str, str]:
+        container = self._existing_refs(fork)
+        return {
+            name.decode("utf-8"): sha.decode("ascii")
+            for name, sha in container.as_dict().items()
+            if name != HEAD
+        }
+
+    def head(self, fork: str | None = None, ref: str = DEFAULT_BRANCH) -> str | None:
+        value = self._existing_refs(fork).read_ref(Ref(ref.encode("utf-8")))
+        if value is None or value.startswith(b"ref: "):
+            return None
+        return value.decode("ascii")
+
+    def read_commit(self, sha: str) -> CommitInfo:
+        commit = self._parsed(sha, _COMMIT, Commit)
+        return CommitInfo(
+            sha=sha,
+            tree=commit.tree.decode("ascii"),
+            parents=tuple(parent.decode("ascii") for parent in commit.parents),
+        )
+
+    def read_tree(self, sha: str) -> tuple[TreeEntry, ...]:
+        tree = self._parsed(sha, _TREE, Tree)
+        return tuple(
+            TreeEntry(name=item.path, mode=item.mode, sha=item.sha.decode("ascii"))
+            for item in tree.iteritems()
+        )
+
+    def read_blob(self, sha: str) -> bytes:
+        with self._lock:
+            if probe_object(self._objects, sha, 0).type_num != _BLOB:
+                raise SnapshotUnavailable()
+            return read_raw(self._objects, sha)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """Whether `ancestor` is reachable from `descendant` (a commit is its own ancestor)."""
+        self.read_commit(ancestor)
+        return any(sha == ancestor for sha in self._history(descendant))
+
+    def update_fork_ref(self, fork: str, ref: str, old: str | None, new: str | None) -> bool:
+        return self._compare_and_set(self._existing_refs(fork), ref, old, new)
+
+    def update_canonical_ref(
+        self, capability: CanonicalWriteCapability, ref: str, old: str | None, new: str | None
+    ) -> bool:
+        if not isinstance(capability, CanonicalWriteCapability):
+            raise PermissionError("Only the promote path writes canonical.")
+        if capability.project != self._project:
+            raise PermissionError("The capability belongs to another project.")
+        return self._compare_and_set(self._existing_refs(None), ref, old, new)
+
+    def open_snapshot(self, commit: str) -> DulwichSnapshot:
+        with self._lock:
+            cached = self._snapshots.get(commit)
+            if cached is not None:
+                self._snapshots.move_to_end(commit)
+                return cached
+        snapshot = DulwichSnapshot(self._objects, commit, self._lock)
+        with self._lock:
+            self._snapshots[commit] = snapshot
+            while len(self._snapshots) > _SNAPSHOT_CACHE:
+                self._snapshots.popitem(last=False)
+        return snapshot
+
+    def served_repo(self, fork: str | None) -> ServedRepo:
+        """A dulwich repository view for the smart-HTTP server."""
+        return ServedRepo(self._objects, self._existing_refs(fork), self.max_push_bytes)
+
+    # Internals --------------------------------------------------------------------------
+    def _existing_refs(self, fork: str | None) -> RefsContainer:
+        if fork is not None and not is_valid_repo_name(fork):
+            raise RepoNotFound("Repository not found.")
+        if not self.exists(fork):
+            raise RepoNotFound("Repository not found.")
+        return self._refs_container(fork)
+
+    def _compare_and_set(
+        self, refs: RefsContainer, ref: str, old: str | None, new: str | None
+    ) -> bool:
+        name = _checked_ref_name(ref)
+        if new is not None:
+            self.read_commit(new)  # a ref only ever names an existing commit: fail closed
+        old_value = ObjectID(old.encode("ascii")) if old is not None else ZERO_SHA
+        if new is None:
+            return bool(refs.remove_if_equals(name, old_value)) if old is not None else True
+        with self._lock:
+            return bool(refs.set_if_equals(name, old_value, ObjectID(new.encode("ascii"))))
+
+    def _parsed[T: (Commit, Tree)](self, sha: str, type_num: int, kind: type[T]) -> T:
+        with self._lock:
+            if probe_object(self._objects, sha, 0).type_num != type_num:
+                raise SnapshotUnavailable()
+            raw = read_raw(self._objects, sha)
+        try:
+            return kind.from_string(raw)
+        except (ObjectFormatException, ValueError) as malformed:
+            raise SnapshotUnavailable() from malformed
+
+    def _history(self, start: str) -> Iterator[str]:
+        seen = {start}
+        pending = [start]
+        while pending:
+            sha = pending.pop()
+            yield sha
+            for parent in self.read_commit(sha).parents:
+                if parent not in seen:
+                    seen.add(parent)
+                    pending.append(parent)
+
+
+def _checked_ref_name(ref: str) -> Ref:
+    name = Ref(ref.encode("utf-8"))
+    if not name.startswith((b"refs/heads/", b"refs/tags/")) or not check_ref_format(name):
+        raise InvalidRefUpdate("Only branch and tag refs with valid names can be written.")
+    return name
+
+
+def is_full_sha(value: str) -> bool:
+    return len(value) == 40 and valid_hexsha(value) and value == value.lower()
+
+
+class ServedRepo(BaseRepo):
+    """What dulwich's upload-pack and receive-pack handlers need, and nothing else."""
+
+    def __init__(
+        self, objects: PackBasedObjectStore, refs: RefsContainer, max_input_bytes: int
+    ) -> None:
+        super().__init__(objects, refs)
+        self._config = ConfigFile()
+        self._config.set((b"receive",), b"maxInputSize", str(max_input_bytes).encode("ascii"))
+
+    def get_named_file(self, path: str | bytes, basedir: str | None = None) -> None:
+        return None  # no shallow file, no description, nothing served from disk
+
+    def get_config(self) -> ConfigFile:
+        return self._config
+
+    def get_config_stack(self) -> StackedConfig:
+        return StackedConfig([self._config])
+
+    def get_description(self) -> bytes | None:
+        return None
