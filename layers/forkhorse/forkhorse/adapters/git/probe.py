@@ -77,11 +77,15 @@ _Location = tuple[Pack, int]
 
 
 def _locate_packed(store: BaseObjectStore, hexsha: bytes) -> _Location | None:
-    for pack in getattr(store, "packs", ()):
-        try:
-            return pack, int(pack.index.object_offset(hexsha))
-        except KeyError:
-            continue
+    # Packs already open first: refreshing the pack list costs a directory scan on disk
+    # and a LIST request on S3, and is only needed when an object is not found.
+    cached: dict[str, Pack] = getattr(store, "_pack_cache", {})
+    for packs in (list(cached.values()), list(getattr(store, "packs", ()))):
+        for pack in packs:
+            try:
+                return pack, int(pack.index.object_offset(ObjectID(hexsha)))
+            except KeyError:
+                continue
     return None
 
 
