@@ -184,7 +184,8 @@ class DynamoDbStore:
 
     def list_agents(self) -> list[Principal]:
         principals = [
-            Principal.model_validate_json(data) for data in self._all_data("PRINCIPALS", "")
+            Principal.model_validate_json(data)
+            for data in self._all_data("PRINCIPALS", "PRINCIPAL#")
         ]
         return [principal for principal in principals if principal.kind == "agent"]
 
