@@ -1,0 +1,1 @@
+"""ContainerPort adapters: podman (local default), Fargate (AWS) and a mock (tests only)."""

@@ -1,0 +1,313 @@
+"""The local ContainerPort: podman with runc, no network, a read-only root, and a writable
+per-run copy of the exact checkout at /workspace.
+
+`podman create` (atomic on the unique name) then `podman start --attach` with the
+passthrough log driver: the container's stdout and stderr are our pipes, bounded as they are
+read, so nothing unbounded lands on disk or in memory. Exit codes come from `podman inspect`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forkhorse.adapters.containers.common import (
+    CHECK_LABEL,
+    EXECUTION_LABEL,
+    MANAGED_LABEL,
+    Attempts,
+    container_name,
+    execution_of_name,
+    labels_for,
+    result_for,
+)
+from forkhorse.adapters.containers.images import CHECK_UID, ImageRegistry
+from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
+from forkhorse.adapters.containers.streams import StreamSample, drain_in_background
+from forkhorse.domain.receipts import Evidence
+from forkhorse.ports.containers import (
+    CleanupUnconfirmed,
+    ContainerHandle,
+    ContainerRefused,
+    ContainerResult,
+    ContainerSpec,
+    ContainerStartFailed,
+    ImageUnresolved,
+    PollState,
+    require_pinned,
+)
+
+RUNS_DIR = "runs"
+_LOG_DRAIN_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class PodmanLimits:
+    memory: str = "1g"
+    pids: int = 256
+    cpus: float = 1.0
+    tmp_size: str = "256m"
+
+
+@dataclass
+class _Run:
+    process: subprocess.Popen[bytes]
+    stdout: StreamSample
+    stderr: StreamSample
+    drains: tuple[threading.Thread, ...]
+    timed_out: bool = False
+    ended_at: float | None = field(default=None)
+
+
+class PodmanContainerPort:
+    platform = "podman"
+    evidence: Evidence = "container"
+
+    def __init__(
+        self,
+        state_dir: Path,
+        images: ImageRegistry | None = None,
+        podman: Podman | None = None,
+        limits: PodmanLimits | None = None,
+    ) -> None:
+        self._runs_dir = state_dir / RUNS_DIR
+        self._images = images or ImageRegistry(state_dir)
+        self._podman = podman or Podman()
+        self._limits = limits or PodmanLimits()
+        self._attempts = Attempts()
+        self._lock = threading.Lock()
+        self._live: dict[str, _Run] = {}
+
+    # --- preflight ---------------------------------------------------------------------
+
+    def preflight(self, image_name: str) -> str:
+        reference = self._images.resolve(image_name)
+        if self._podman.run("image", "exists", reference).returncode != 0:
+            raise ImageUnresolved()
+        return reference
+
+    # --- start -------------------------------------------------------------------------
+
+    def start(self, spec: ContainerSpec) -> ContainerHandle:
+        if not isinstance(spec.source, Path) or not spec.source.is_dir():
+            raise ContainerStartFailed("The exact checkout is not a local directory.")
+        require_pinned(spec.image_ref)
+        self._refuse_existing(spec)
+        self._attempts.claim(spec.execution, spec.check)
+        name = container_name(spec.execution, spec.check)
+        workspace = self._copy_checkout(spec.source, name)
+        created = self._podman.run(*self._create_args(spec, name, workspace))
+        if created.returncode != 0:
+            shutil.rmtree(workspace.parent, ignore_errors=True)
+            if b"already in use" in created.stderr:
+                raise ContainerRefused()
+            raise ContainerStartFailed()
+        # With the passthrough log driver `create` prints nothing: the id comes from the cidfile.
+        container_id = (workspace.parent / "cid").read_text(encoding="ascii").strip()
+        started_at = time.time()
+        try:
+            self._attach(container_id)
+        except OSError as error:
+            self._remove(container_id)
+            self._remove_run_dir(name)
+            raise ContainerStartFailed() from error
+        return ContainerHandle(
+            platform=self.platform,
+            container_id=container_id,
+            project=spec.project,
+            execution=spec.execution,
+            generation=spec.generation,
+            check=spec.check,
+            image_ref=spec.image_ref,
+            started_at=started_at,
+            deadline=started_at + spec.timeout_seconds,
+        )
+
+    def _refuse_existing(self, spec: ContainerSpec) -> None:
+        """A container (running or not yet destroyed) for this execution and check exists."""
+        if self._list_containers(
+            f"label={EXECUTION_LABEL}={spec.execution}", f"label={CHECK_LABEL}={spec.check}"
+        ):
+            raise ContainerRefused()
+
+    def _copy_checkout(self, checkout: Path, name: str) -> Path:
+        """A writable copy per run: the check may change /workspace, never the checkout."""
+        run_dir = self._runs_dir / name
+        if run_dir.exists():
+            raise ContainerRefused()
+        run_dir.mkdir(parents=True, mode=0o700)
+        workspace = run_dir / "workspace"
+        shutil.copytree(checkout, workspace, symlinks=True)
+        _chown_tree(workspace, CHECK_UID)
+        return workspace
+
+    def _create_args(self, spec: ContainerSpec, name: str, workspace: Path) -> list[str]:
+        limits = self._limits
+        label_flags = [
+            flag
+            for key, value in labels_for(spec).items()
+            for flag in ("--label", f"{key}={value}")
+        ]
+        return [
+            "create",
+            "--name", name,
+            "--cidfile", str(workspace.parent / "cid"),
+            "--pull", "never",
+            *ULIMIT_FLAGS,
+            "--network", "none",
+            "--read-only",
+            "--read-only-tmpfs=false",
+            "--tmpfs", f"/tmp:rw,nosuid,nodev,size={limits.tmp_size},mode=1777",  # noqa: S108
+            "--volume", f"{workspace}:/workspace:rw",
+            "--workdir", "/workspace",
+            "--user", f"{CHECK_UID}:{CHECK_UID}",
+            "--cap-drop", "all",
+            "--security-opt", "no-new-privileges",
+            "--pids-limit", str(limits.pids),
+            "--memory", limits.memory,
+            "--memory-swap", limits.memory,
+            "--cpus", str(limits.cpus),
+            "--hostname", "check",
+            "--log-driver", "passthrough",
+            *label_flags,
+            spec.image_ref,
+            "sh", "-c", spec.run,
+        ]  # fmt: skip
+
+    def _attach(self, container_id: str) -> None:
+        process = subprocess.Popen(
+            self._podman.command("start", "--attach", container_id),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        assert process.stderr is not None
+        stdout, stderr = StreamSample(), StreamSample()
+        drains = (
+            drain_in_background(process.stdout, stdout),
+            drain_in_background(process.stderr, stderr),
+        )
+        with self._lock:
+            self._live[container_id] = _Run(process, stdout, stderr, drains)
+
+    # --- poll and collect ----------------------------------------------------------------
+
+    def poll(self, handle: ContainerHandle) -> PollState:
+        run = self._run_of(handle)
+        if run.process.poll() is not None:
+            run.ended_at = run.ended_at or time.time()
+            return "timed-out" if run.timed_out else "exited"
+        if time.time() < handle.deadline:
+            return "running"
+        self._kill(handle, run)
+        return "timed-out"
+
+    def _kill(self, handle: ContainerHandle, run: _Run) -> None:
+        run.timed_out = True
+        self._podman.run("kill", "--signal", "KILL", handle.container_id)
+        try:
+            run.process.wait(timeout=_LOG_DRAIN_SECONDS)
+        except subprocess.TimeoutExpired:
+            run.process.kill()
+        run.ended_at = time.time()
+
+    def collect(self, handle: ContainerHandle) -> ContainerResult:
+        run = self._run_of(handle)
+        if run.process.poll() is None:
+            raise ContainerStartFailed("The container is still running.")
+        for drain in run.drains:
+            drain.join(_LOG_DRAIN_SECONDS)
+        ended_at = run.ended_at or time.time()
+        exit_code, broken = self._exit_code(handle)
+        return result_for(
+            exit_code=exit_code,
+            timed_out=run.timed_out,
+            duration_ms=round((ended_at - handle.started_at) * 1000),
+            stdout=run.stdout.bounded(),
+            stderr=run.stderr.bounded(),
+            timeout_seconds=handle.deadline - handle.started_at,
+            broken=broken,
+        )
+
+    def _exit_code(self, handle: ContainerHandle) -> tuple[int | None, str | None]:
+        """The container's own exit code, from its recorded state, never the CLI's."""
+        inspected = self._podman.run("inspect", "--type", "container", handle.container_id)
+        if inspected.returncode != 0:
+            return None, "The container's state could not be read."
+        state = json.loads(inspected.stdout)[0]["State"]
+        if state.get("Status") != "exited":
+            return None, "The container did not exit."
+        if state.get("OOMKilled"):
+            return int(state["ExitCode"]), "The container ran out of memory."
+        return int(state["ExitCode"]), None
+
+    def _run_of(self, handle: ContainerHandle) -> _Run:
+        self._attempts.require_live(handle)
+        with self._lock:
+            run = self._live.get(handle.container_id)
+        if run is None:
+            raise ContainerRefused()
+        return run
+
+    # --- destroy and orphans -------------------------------------------------------------
+
+    def destroy(self, handle: ContainerHandle) -> None:
+        self._attempts.mark_destroyed(handle)
+        with self._lock:
+            run = self._live.pop(handle.container_id, None)
+        self._remove(handle.container_id)
+        if run is not None and run.process.poll() is None:
+            run.process.kill()
+            run.process.wait()
+        self._remove_run_dir(container_name(handle.execution, handle.check))
+
+    def _remove(self, container_id: str) -> None:
+        """Remove and confirm: `container exists` must answer "no" (exit code 1)."""
+        self._podman.run("rm", "--force", "--time", "0", "--ignore", container_id)
+        if self._podman.run("container", "exists", container_id).returncode != 1:
+            raise CleanupUnconfirmed()
+
+    def _remove_run_dir(self, name: str) -> None:
+        run_dir = self._runs_dir / name
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if run_dir.exists():
+            raise CleanupUnconfirmed()
+
+    def cleanup_orphans(self, live_executions: frozenset[str]) -> list[str]:
+        removed = []
+        for container in self._list_containers(f"label={MANAGED_LABEL}=true"):
+            if container["Labels"].get(EXECUTION_LABEL) not in live_executions:
+                self._remove(container["Id"])
+                removed.append(container["Id"])
+        for run_dir in self._stale_run_dirs(live_executions):
+            self._remove_run_dir(run_dir.name)
+        return removed
+
+    def _stale_run_dirs(self, live_executions: frozenset[str]) -> list[Path]:
+        if not self._runs_dir.is_dir():
+            return []
+        return [
+            path
+            for path in self._runs_dir.iterdir()
+            if execution_of_name(path.name) not in live_executions
+        ]
+
+    def _list_containers(self, *filters: str) -> list[dict[str, Any]]:
+        filter_flags = [flag for item in filters for flag in ("--filter", item)]
+        listed = self._podman.output("ps", "--all", "--format", "json", *filter_flags)
+        containers: list[dict[str, Any]] = json.loads(listed or "[]")
+        return containers
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """The check runs as an unprivileged user that must be able to write its copy."""
+    for path in (root, *root.rglob("*")):
+        os.lchown(path, uid, uid)
