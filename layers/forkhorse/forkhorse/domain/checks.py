@@ -181,10 +181,7 @@ def _parse_full(where: str, name: str, item: dict[str, object]) -> FullCheckDef:
             "or with control characters."
         )
     timeout = item.get("timeoutSeconds", DEFAULT_FULL_TIMEOUT_SECONDS)
-    if (
-        type(timeout) is not int
-        or not MIN_TIMEOUT_SECONDS <= timeout <= MAX_TIMEOUT_SECONDS
-    ):
+    if type(timeout) is not int or not MIN_TIMEOUT_SECONDS <= timeout <= MAX_TIMEOUT_SECONDS:
         raise InvalidChecksConfig(
             f'{where} has "timeoutSeconds" {_shown(timeout)}; it must be a whole number '
             f"from {MIN_TIMEOUT_SECONDS} to {MAX_TIMEOUT_SECONDS}."

@@ -1,7 +1,7 @@
 """The quick-check harness: the trusted start of each sandboxed child.
 
-It runs as `python3 -I -S -c <this source>` with the capability socket preopened (its fd number is the one argument) and
-imports only builtin modules until the check itself asks for more, because every import is
+It runs as `python3 -I -S -c <this source> <fd>` with the capability socket preopened as <fd>,
+and imports only builtin modules until the check itself asks for more, because every import is
 start-up time. It sets the rlimits, empties the environment, fetches the module SOURCE from
 the snapshot through the capability (the parent counts it in the budget), runs it unchanged,
 and reports the verdict on that socket only. stdout and stderr are just logs: nothing printed there
@@ -13,10 +13,9 @@ hello (`key=value` lines). Each child frame is the capability id, one op byte an
 each parent reply starts with one kind byte.
 """
 
+import _thread
 import posix
 import sys
-
-import _thread
 
 FRAME_HEADER_BYTES = 4
 CAPABILITY_BYTES = 32
@@ -135,7 +134,7 @@ class AsyncCtx:
 
 
 def _apply_limits() -> None:
-    import resource  # noqa: PLC0415 - a shared object; loaded only once the hello is in
+    import resource  # a shared object, loaded once the hello is in
 
     for name, limit in (
         ("RLIMIT_CPU", "cpu"),
@@ -151,7 +150,7 @@ def _apply_limits() -> None:
 
 def _install_seccomp(program: bytes) -> None:
     """Install the parent's filter where no bubblewrap did (the Lambda child)."""
-    import ctypes  # noqa: PLC0415 - only the Lambda child pays for ctypes
+    import ctypes  # only the Lambda child pays for ctypes
 
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
 
@@ -203,7 +202,7 @@ def _load_check() -> object:
 def _run_check(check: object) -> object:
     code = getattr(check, "__code__", None)
     if code is not None and code.co_flags & CO_COROUTINE:
-        import asyncio  # noqa: PLC0415 - only async checks pay for asyncio
+        import asyncio  # only async checks pay for asyncio
 
         return asyncio.run(check(AsyncCtx()))  # type: ignore[operator]
     return check(Ctx())  # type: ignore[operator]
@@ -226,7 +225,7 @@ def _verdict(result: object) -> tuple[bytes, bytes]:
 
 def _flush_logs() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        try:  # noqa: SIM105 - contextlib would cost start-up time
             stream.flush()
         except BaseException:  # noqa: S110 - a broken log stream must not hide the verdict
             pass

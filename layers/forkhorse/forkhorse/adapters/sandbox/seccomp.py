@@ -48,8 +48,10 @@ _ARCHES = {
         audit_arch=0xC000003E,
         # fork vfork ptrace process_vm_readv/writev unshare setns mount umount2 pivot_root
         # bpf userfaultfd perf_event_open add_key request_key keyctl io_uring_* kexec_load
-        denied=(57, 58, 101, 310, 311, 272, 308, 165, 166, 155, 321, 323, 298, 248, 249, 250)
-        + (425, 426, 427, 246),
+        denied=(
+            *(57, 58, 101, 310, 311, 272, 308, 165, 166, 155, 321, 323, 298, 248, 249, 250),
+            *(425, 426, 427, 246),
+        ),
         clone=56,
         clone3=435,
         socket=41,
@@ -59,8 +61,10 @@ _ARCHES = {
         audit_arch=0xC00000B7,
         # ptrace process_vm_readv/writev unshare setns mount umount2 pivot_root bpf
         # userfaultfd perf_event_open add_key request_key keyctl io_uring_* kexec_load
-        denied=(117, 270, 271, 97, 268, 40, 39, 41, 280, 282, 241, 217, 218, 219)
-        + (425, 426, 427, 104),
+        denied=(
+            *(117, 270, 271, 97, 268, 40, 39, 41, 280, 282, 241, 217, 218, 219),
+            *(425, 426, 427, 104),
+        ),
         clone=220,
         clone3=435,
         socket=198,

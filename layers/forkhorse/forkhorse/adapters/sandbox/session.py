@@ -2,7 +2,7 @@
 
 One `run_quick_check` call owns one fresh child. The parent holds the snapshot reader, the
 budget, the random capability id and the 10-second wall deadline. The child talks to it only
-through the dedicated socket on fd 3; stdout and stderr are drained into bounded logs. At the
+through a dedicated socket (never stdout); stdout and stderr are drained into bounded logs. At the
 deadline a watchdog kills the child and revokes the budget, so pending reads fail too, and
 the outcome is `timed-out` whatever arrives afterwards.
 """
@@ -208,8 +208,11 @@ class QuickCheckSession:
             self._state.finished = True
         self._budget.revoke()
 
-    def _serve(self, process: subprocess.Popen[bytes], channel: socket.socket, deadline: float) -> None:
-        assert process.stdout is not None and process.stderr is not None
+    def _serve(
+        self, process: subprocess.Popen[bytes], channel: socket.socket, deadline: float
+    ) -> None:
+        assert process.stdout is not None
+        assert process.stderr is not None
         with selectors.DefaultSelector() as selector:
             selector.register(channel, selectors.EVENT_READ)
             selector.register(process.stdout, selectors.EVENT_READ, self._stdout)
@@ -419,7 +422,7 @@ def _verdict_outcome(op: bytes, data: bytes) -> tuple[FinalOutcome, str]:
         return "failed", MESSAGE_RAISED
     if op == harness.OP_INVALID:
         return "failed", MESSAGE_LONG_RESULT if data == b"long" else MESSAGE_INVALID_RESULT
-    flag, separator, raw_message = data.partition(b"\0")
+    flag, _, raw_message = data.partition(b"\0")
     if flag not in (b"0", b"1"):
         return "failed", MESSAGE_INVALID_RESULT
     if len(raw_message) > harness.MESSAGE_LIMIT_BYTES:

@@ -1,0 +1,91 @@
+"""The quick sandbox inside the quick-check Lambda: the same harness, without bubblewrap.
+
+Lambda offers no namespaces, so isolation comes from the function's placement (isolated
+subnets, no NAT, only the S3 gateway endpoint, a role that can read the git bucket and nothing
+else) and from this adapter: the parent makes itself non-dumpable (the child cannot read its
+memory or /proc/<parent>/environ), and each child gets an empty environment, a private temp
+directory that is wiped afterwards, the seccomp filter (no new processes, no network sockets,
+no ptrace) and the same rlimits and deadline as locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+from forkhorse.adapters.sandbox.seccomp import filter_program
+from forkhorse.adapters.sandbox.session import Limits, run_quick_check
+from forkhorse.domain.checks import QuickCheckDef
+from forkhorse.domain.receipts import CheckRecord, Evidence
+from forkhorse.ports.git import Snapshot
+
+_PR_SET_DUMPABLE = 4
+_PR_GET_DUMPABLE = 3
+
+
+def make_non_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: no core dumps, no ptrace and no /proc/<pid>/environ for same-uid peers."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def is_dumpable() -> bool:
+    return bool(ctypes.CDLL(None).prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
+
+
+class LambdaLauncher:
+    def __init__(self, executable: str, seccomp: bytes) -> None:
+        self._executable = executable
+        self._seccomp = seccomp
+        self._private_dir: str | None = None
+
+    def spawn(self, rpc_fd: int, harness_source: str) -> subprocess.Popen[bytes]:
+        self._private_dir = tempfile.mkdtemp(prefix="forkhorse-quick-")
+        return subprocess.Popen(
+            [self._executable, "-I", "-S", "-c", harness_source, str(rpc_fd)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(rpc_fd,),
+            env={},
+            cwd=self._private_dir,
+            start_new_session=True,
+        )
+
+    def extra_hello(self) -> dict[str, str]:
+        return {"seccomp": self._seccomp.hex(), "tmpdir": self._private_dir or ""}
+
+    def kill(self, process: subprocess.Popen[bytes]) -> None:
+        # The child leads its own process group; the filter stops it from making others.
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+    def cleanup(self) -> None:
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
+
+
+class LambdaSandbox:
+    """`QuickSandbox` inside QuickCheckFunction: platform `aws-lambda`."""
+
+    platform = "aws-lambda"
+    evidence: Evidence = "dynamic-worker"
+
+    def __init__(self, limits: Limits | None = None, executable: str | None = None) -> None:
+        make_non_dumpable()
+        self._executable = executable or os.path.realpath(sys.executable)
+        self._seccomp = filter_program()
+        self._limits = limits or Limits()
+
+    def run_check(self, snapshot: Snapshot, definition: QuickCheckDef) -> CheckRecord:
+        launcher = LambdaLauncher(self._executable, self._seccomp)
+        return run_quick_check(launcher, snapshot, definition, self.platform, self._limits)
