@@ -1,0 +1,72 @@
+"""Canonical bytes, digests and UTF-16 chunks."""
+
+import hashlib
+import json
+
+import pytest
+from forkhorse.domain.canonical import (
+    CHUNK_CODE_UNITS,
+    RecordCorruptedError,
+    canonical_bytes,
+    chunk_text,
+    verified_bytes,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+WORST_CASE_UTF8 = 128 * 1024
+
+
+def _units(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def test_canonical_form_is_sorted_compact_utf8() -> None:
+    value = {"b": [1, {"z": None, "a": "é\u202e"}], "a": True}
+    data = canonical_bytes(value)
+    assert data == '{"a":true,"b":[1,{"a":"é\u202e","z":null}]}'.encode()
+    assert hashlib.sha256(data).hexdigest() == hashlib.sha256(canonical_bytes(value)).hexdigest()
+    with pytest.raises(ValueError, match="Out of range"):
+        canonical_bytes({"x": float("nan")})
+
+
+@pytest.mark.parametrize(
+    ("character", "utf8_bytes"),
+    [("€", 3), ("𝄞", 4), ("a", 1)],
+)
+def test_worst_case_chunks_stay_under_128_kib(character: str, utf8_bytes: int) -> None:
+    text = "x" + character * (3 * CHUNK_CODE_UNITS)  # the "x" puts pairs across boundaries
+    chunks = chunk_text(text)
+    assert "".join(chunks) == text
+    for chunk in chunks:
+        assert _units(chunk) <= CHUNK_CODE_UNITS
+        assert len(chunk.encode("utf-8")) < WORST_CASE_UTF8
+    assert max(len(chunk.encode()) for chunk in chunks) <= CHUNK_CODE_UNITS * 3
+
+
+def test_a_surrogate_pair_is_never_split() -> None:
+    text = "a" * (CHUNK_CODE_UNITS - 1) + "𝄞" + "b"
+    chunks = chunk_text(text)
+    assert chunks == ["a" * (CHUNK_CODE_UNITS - 1), "𝄞b"]
+    assert all(chunk.encode("utf-8") for chunk in chunks)
+
+
+@given(st.text(), st.integers(min_value=2, max_value=40))
+def test_chunks_join_back_and_respect_the_unit_limit(text: str, limit: int) -> None:
+    chunks = chunk_text(text, limit)
+    assert "".join(chunks) == text
+    assert all(0 < _units(chunk) <= limit for chunk in chunks)
+    for chunk in chunks:
+        chunk.encode("utf-8", "surrogatepass")
+        assert not (0xD800 <= ord(chunk[-1]) <= 0xDBFF) or ord(chunk[-1]) > 0xFFFF
+
+
+def test_verification_refuses_a_mismatch_and_a_lone_surrogate() -> None:
+    data = canonical_bytes({"a": 1})
+    digest = hashlib.sha256(data).hexdigest()
+    assert verified_bytes(digest, chunk_text(data.decode())) == data
+    with pytest.raises(RecordCorruptedError):
+        verified_bytes(digest, ['{"a":2}'])
+    with pytest.raises(RecordCorruptedError):
+        verified_bytes(digest, ['{"a":"\ud800"}'])
+    assert json.loads(data) == {"a": 1}
