@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from dulwich.errors import HookError
+from dulwich.file import FileLocked
 from dulwich.hooks import Hook
 from dulwich.objects import ObjectID
 from dulwich.refs import Ref, RefsContainer, check_ref_format
@@ -251,7 +252,11 @@ class _PushRefs(RefsContainer):
         self, name: Ref, old_ref: ObjectID | None, new_ref: ObjectID, *args: Any, **kwargs: Any
     ) -> bool:
         expected = old_ref if old_ref is not None else ZERO_SHA  # never unconditional
-        if not self._inner.set_if_equals(name, expected, new_ref):
+        try:
+            written = self._inner.set_if_equals(name, expected, new_ref)
+        except FileLocked as locked:
+            raise _StaleRef("The ref is being changed by another push.") from locked
+        if not written:
             raise _StaleRef("The ref changed during the push.")
         self._record(name, expected, new_ref)
         return True
@@ -264,7 +269,11 @@ class _PushRefs(RefsContainer):
     ) -> bool:
         if old_ref is None or old_ref == ZERO_SHA:
             raise _StaleRef("A deletion must name the ref's current value.")
-        if not self._inner.remove_if_equals(name, old_ref):
+        try:
+            removed = self._inner.remove_if_equals(name, old_ref)
+        except FileLocked as locked:
+            raise _StaleRef("The ref is being changed by another push.") from locked
+        if not removed:
             raise _StaleRef("The ref changed during the push.")
         self._record(name, old_ref, ZERO_SHA)
         return True
@@ -287,7 +296,7 @@ class _UpdatePolicy(Hook):
         self._repo = repo
         self._import_only = import_only
 
-    def execute(self, *args: Any) -> None:
+    def execute(self, *args: Any) -> tuple[bytes, bytes]:
         ref, old, new = args
         if not ref.startswith((b"refs/heads/", b"refs/tags/")) or not check_ref_format(ref):
             raise HookError("Forkhorse accepts only branch and tag refs.")
@@ -295,6 +304,7 @@ class _UpdatePolicy(Hook):
             raise HookError("Canonical accepts only new refs during its initial import.")
         if new != ZERO_SHA and not self._names_commit_or_tag(new):
             raise HookError("The pushed ref names an object that is missing.")
+        return b"", b""  # dulwich relays (stdout, stderr) to the client
 
     def _names_commit_or_tag(self, sha: ObjectID) -> bool:
         try:

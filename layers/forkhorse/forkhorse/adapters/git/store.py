@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from dulwich.config import ConfigFile, StackedConfig
 from dulwich.errors import ObjectFormatException
+from dulwich.file import FileLocked
 from dulwich.object_store import PackBasedObjectStore
 from dulwich.objects import Commit, ObjectID, Tree, valid_hexsha
 from dulwich.refs import Ref, RefsContainer, check_ref_format
@@ -173,10 +174,12 @@ class DulwichGitStore:
         if new is not None:
             self.read_commit(new)  # a ref only ever names an existing commit: fail closed
         old_value = ObjectID(old.encode("ascii")) if old is not None else ZERO_SHA
-        if new is None:
-            return bool(refs.remove_if_equals(name, old_value)) if old is not None else True
-        with self._lock:
+        try:
+            if new is None:
+                return old is None or bool(refs.remove_if_equals(name, old_value))
             return bool(refs.set_if_equals(name, old_value, ObjectID(new.encode("ascii"))))
+        except FileLocked:
+            return False  # a concurrent writer holds the ref: this compare-and-set lost
 
     def _parsed[T: (Commit, Tree)](self, sha: str, type_num: int, kind: type[T]) -> T:
         with self._lock:
