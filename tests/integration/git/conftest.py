@@ -1,4 +1,4 @@
-"""Git fixtures: real git repositories, both GitStore adapters, and the smart-HTTP app on loopback."""
+"""Git fixtures: real git repos, both GitStore adapters and the smart-HTTP app on loopback."""
 
 from __future__ import annotations
 

@@ -224,9 +224,7 @@ def test_the_archive_holds_the_exact_tree(
     assert contents == {"file.txt": b"version 2\n", "side.txt": b"side 0\n"}
 
 
-def test_objects_imported_twice_are_harmless(
-    host: Any, history: tuple[Path, list[str]]
-) -> None:
+def test_objects_imported_twice_are_harmless(host: Any, history: tuple[Path, list[str]]) -> None:
     repo, commits = history
     store = host.store(PROJECT)
     import_as_canonical(store, repo, commits[0])

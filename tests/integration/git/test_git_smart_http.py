@@ -13,8 +13,9 @@ from conftest import PROJECT, Served, commit_all, git, new_repo
 from forkhorse.ports.events import PUSH_EVENT
 
 
-def push(served: Served, source: Path, token: str, fork: str | None = None, *refspecs: str) -> str:
-    return git("push", served.remote(token, fork), *(refspecs or ("main",)), cwd=source, check=False)
+def push(served: Served, source: Path, token: str, fork: str | None = None, *refs: str) -> str:
+    remote = served.remote(token, fork)
+    return git("push", remote, *(refs or ("main",)), cwd=source, check=False)
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def test_agent_clones_canonical_pushes_its_fork_and_a_push_event_is_raised(
     output = git("push", served.remote("agent-a-token", "fa"), "main", cwd=work, check=False)
     assert served.store.head("fa") == new, output
     assert served.store.head() == head  # canonical untouched
-    (detail_type, detail), = served.events.published
+    ((detail_type, detail),) = served.events.published
     assert detail_type == PUSH_EVENT
     assert detail["project"] == PROJECT
     assert detail["fork"] == "fa"
@@ -102,13 +103,14 @@ def test_pushes_without_rights_are_refused_and_change_nothing(
 def test_refusals_are_clear_http_statuses(imported: tuple[Served, Path, str]) -> None:
     served, _, _ = imported
     base = f"{served.url}/git/{PROJECT}"
+    other = f"{served.url}/git/other"
     cases = [
         (f"{base}/canonical.git/info/refs?service=git-upload-pack", None, 401),
         (f"{base}/canonical.git/info/refs?service=git-upload-pack", "wrong", 401),
         (f"{base}/canonical.git/info/refs?service=git-upload-pack", "stranger-token", 404),
         (f"{base}/forks/fb.git/info/refs?service=git-upload-pack", "agent-a-token", 403),
         (f"{base}/forks/nope.git/info/refs?service=git-upload-pack", "agent-a-token", 404),
-        (f"{served.url}/git/other/canonical.git/info/refs?service=git-upload-pack", "owner-token", 404),
+        (f"{other}/canonical.git/info/refs?service=git-upload-pack", "owner-token", 404),
         (f"{base}/canonical.git/info/refs?service=git-receive-pack", "agent-a-token", 403),
         (f"{base}/canonical.git/info/refs", "owner-token", 403),  # the dumb protocol
         (f"{base}/canonical.git/HEAD", "owner-token", 404),
@@ -142,7 +144,7 @@ def test_owner_reads_every_fork_and_members_read_canonical(
 def test_two_pushes_racing_from_the_same_base_leave_one_winner(
     imported: tuple[Served, Path, str], tmp_path: Path
 ) -> None:
-    served, _, head = imported
+    served, _, _ = imported
     clones = []
     for index in range(2):
         work = tmp_path / f"racer{index}"
@@ -156,9 +158,7 @@ def test_two_pushes_racing_from_the_same_base_leave_one_winner(
     assert len(served.events.published) == 1
 
 
-def test_an_empty_canonical_accepts_only_the_owner_import(
-    served: Served, tmp_path: Path
-) -> None:
+def test_an_empty_canonical_accepts_only_the_owner_import(served: Served, tmp_path: Path) -> None:
     source = new_repo(tmp_path / "agent-import")
     (source / "a").write_text("a")
     commit_all(source)
