@@ -11,10 +11,6 @@ from tests.support.store import COMMIT, T0
 TTL = timedelta(seconds=30)
 
 
-def _at(seconds: float) -> object:
-    return T0 + timedelta(seconds=seconds)
-
-
 def _promotion(promotion_id: str) -> Promotion:
     return Promotion(
         id=promotion_id, project_id="proj", review_id="r1", commit=COMMIT, started_at=T0

@@ -1,0 +1,127 @@
+"""Record benchmarks: ratios against bare baselines measured in the same run."""
+
+import hashlib
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.domain.canonical import canonical_bytes, chunk_text, digest_of
+from forkhorse.domain.logs import LOG_BUDGET_BYTES
+from forkhorse.domain.receipts import ReceiptRecord
+from forkhorse.ports.store import Store
+from forkhorse.records import get_record, put_record
+from moto import mock_aws
+
+from tests.support.aws import create_table_from_template
+from tests.support.store import record
+
+pytestmark = pytest.mark.bench
+FOUR_MIB = 4 * 1024 * 1024
+
+
+def _best_of(runs: int, action: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def _four_mib_record() -> ReceiptRecord:
+    # 64 checks, each with two full 32 KiB streams of mixed-width text: about 4 MiB.
+    return record(checks=64, log_bytes=200_000)
+
+
+def test_serialize_digest_and_chunk_4_mib_against_bare_sha256() -> None:
+    rec = _four_mib_record()
+    data = canonical_bytes(rec.model_dump(mode="json"))
+    assert len(data) >= FOUR_MIB * 0.95
+
+    def pipeline() -> None:
+        encoded = canonical_bytes(rec.model_dump(mode="json"))
+        digest_of(encoded)
+        chunk_text(encoded.decode("utf-8"))
+
+    ours = _best_of(5, pipeline)
+    bare = _best_of(5, lambda: hashlib.sha256(data).hexdigest())
+    print(
+        f"\n[bench] serialize+digest+chunk {len(data) / 2**20:.2f} MiB: {ours * 1000:.1f} ms; "
+        f"sha256 alone {bare * 1000:.2f} ms; ratio {ours / bare:.1f}x"
+    )
+    assert ours / bare < 200
+
+
+def _put_get(store: Store) -> float:
+    """Best of three round trips, each a new record (a repeated put would be a no-op)."""
+    fresh = iter(_forty_full_checks(f"g{run}") for run in range(3))
+
+    def round_trip() -> None:
+        rec = next(fresh)
+        digest = put_record(store, rec)
+        assert get_record(store, digest) == rec
+
+    return _best_of(3, round_trip)
+
+
+def _forty_full_checks(generation: str = "g1") -> ReceiptRecord:
+    return record(checks=40, log_bytes=4 * LOG_BUDGET_BYTES, generation=generation)
+
+
+def _sqlite_bare(tmp_path: Path, data: bytes) -> float:
+    conn = sqlite3.connect(tmp_path / "bare.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE blobs (k TEXT PRIMARY KEY, v BLOB)")
+
+    def bare() -> None:
+        conn.execute("INSERT OR REPLACE INTO blobs VALUES ('k', ?)", (data,))
+        conn.execute("SELECT v FROM blobs WHERE k = 'k'").fetchone()
+
+    try:
+        return _best_of(3, bare)
+    finally:
+        conn.close()
+
+
+def _report(backend: str, ours: float, bare: float, data: bytes) -> None:
+    print(
+        f"\n[bench] put+get 40 checks with full logs ({len(data) / 2**20:.2f} MiB) on {backend}: "
+        f"{ours * 1000:.1f} ms; bare write+read of the same bytes {bare * 1000:.1f} ms; "
+        f"ratio {ours / bare:.1f}x"
+    )
+
+
+def test_put_get_40_full_checks_on_sqlite(tmp_path: Path) -> None:
+    data = canonical_bytes(_forty_full_checks().model_dump(mode="json"))
+    store = SqliteStore(tmp_path / "state")
+    try:
+        ours = _put_get(store)
+    finally:
+        store.close()
+    _report("SQLite", ours, _sqlite_bare(tmp_path, data), data)
+
+
+def test_put_get_40_full_checks_on_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    data = canonical_bytes(_forty_full_checks().model_dump(mode="json"))
+    with mock_aws():
+        client: Any = boto3.client("dynamodb", region_name="us-east-1")
+        table = create_table_from_template(client)
+        ours = _put_get(DynamoDbStore(client, table))
+        chunks = chunk_text(data.decode())
+
+        def bare() -> None:  # the same chunks, one put_item and one get_item each
+            for index, chunk in enumerate(chunks):
+                key = {"pk": {"S": "BARE"}, "sk": {"S": f"{index:06d}"}}
+                client.put_item(TableName=table, Item={**key, "text": {"S": chunk}})
+                client.get_item(TableName=table, Key=key)
+
+        baseline = _best_of(3, bare)
+    _report("moto DynamoDB", ours, baseline, data)
