@@ -1,5 +1,6 @@
 """Builders for Store state, shared by store tests and anyone seeding a Store."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from forkhorse.domain.logs import bound_log
@@ -14,6 +15,8 @@ from forkhorse.domain.receipts import (
 )
 from forkhorse.ports.store import Store
 
+# Overwrites one stored chunk in place: (digest, index, text). Each backend provides one.
+Tamper = Callable[[str, int, str], None]
 T0 = datetime(2026, 10, 12, 16, 55, tzinfo=UTC)
 CLAIM_TTL = timedelta(minutes=10)
 COMMIT = "a" * 40

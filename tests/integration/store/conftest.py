@@ -2,8 +2,7 @@
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,7 @@ from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
 
 from tests.support.aws import create_table_from_template
-
-T0 = datetime(2026, 10, 12, 16, 55, tzinfo=UTC)
-Tamper = Callable[[str, int, str], None]
+from tests.support.store import Tamper
 
 
 @pytest.fixture
@@ -118,8 +115,3 @@ def store(backend: tuple[Store, Tamper]) -> Store:
 @pytest.fixture
 def tamper(backend: tuple[Store, Tamper]) -> Tamper:
     return backend[1]
-
-
-@pytest.fixture
-def minutes() -> Callable[[float], datetime]:
-    return lambda n: T0 + timedelta(minutes=n)

@@ -5,8 +5,7 @@ from forkhorse.domain.canonical import canonical_bytes, chunk_text, digest_of
 from forkhorse.ports.store import Store
 from forkhorse.records import RecordCorruptedError, get_json, get_record, put_json, put_record
 
-from tests.integration.store.conftest import Tamper
-from tests.support.store import record
+from tests.support.store import Tamper, record
 
 
 def test_a_record_round_trips_under_its_digest(store: Store) -> None:

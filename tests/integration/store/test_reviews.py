@@ -1,7 +1,6 @@
 """Executions, attach (the compare-and-set), approval and restart recovery."""
 
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -234,9 +233,7 @@ def test_approve_racing_a_new_execution_never_stores_stale_consent(
         assert review.approval is None
 
 
-def test_restart_recovery_turns_running_into_infrastructure_errors(
-    store: Store, minutes: Callable[[float], object]
-) -> None:
+def test_restart_recovery_turns_running_into_infrastructure_errors(store: Store) -> None:
     seed_review(store, "r1", packet_id="p1")
     seed_review(store, "r2", packet_id="p2", generation="g9")
     seed_review(store, "r3", packet_id="p3", generation=None)
