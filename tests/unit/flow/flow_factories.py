@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from forkhorse.flow.ids import finding_id
 BASE = "a" * 40
 HEAD = "b" * 40
 OTHER_HEAD = "c" * 40
+RunCli = Callable[..., int]
 VECTORS = Path(__file__).resolve().parents[2] / "conformance" / "flow-next"
 
 
@@ -130,3 +133,9 @@ def receipt(findings: dict[str, Any] | None, **envelope: Any) -> dict[str, Any]:
     if findings is not None:
         value["findings"] = findings
     return value
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from flow_factories import HEAD, OTHER_HEAD, chain, container, item, receipt, root, successor
-
 from forkhorse.flow.currentness import Selection, select_current
 
 
@@ -163,20 +162,32 @@ def test_filters_ignore_other_kinds_and_backends() -> None:
         receipt(plan, type="plan_review"),
         receipt(copilot, mode="copilot"),
     ]
-    selection = select_current(receipts, head_sha=HEAD, review_kind="implementation", backend="codex")
+    selection = select_current(
+        receipts, head_sha=HEAD, review_kind="implementation", backend="codex"
+    )
     assert selection.tip is mine
     selection = select_current(receipts, head_sha=HEAD, review_kind="qa", backend="codex")
     assert selection.status == "absent"
 
 
 def test_legacy_receipts_without_findings_are_absent_not_a_pass() -> None:
-    selection = select_current([receipt(None), {"findings": None}], head_sha=HEAD, review_kind="implementation", backend="codex")
+    selection = select_current(
+        [receipt(None), {"findings": None}],
+        head_sha=HEAD,
+        review_kind="implementation",
+        backend="codex",
+    )
     assert (selection.status, selection.tip) == ("absent", None)
 
 
 @pytest.mark.parametrize("candidate", [None, [], "receipt", 3, {"findings": []}, {"findings": {}}])
 def test_any_malformed_candidate_makes_the_set_unsupported(candidate: object) -> None:
-    selection = select_current([receipt(root("g1", 1)), candidate], head_sha=HEAD, review_kind="implementation", backend="codex")
+    selection = select_current(
+        [receipt(root("g1", 1)), candidate],
+        head_sha=HEAD,
+        review_kind="implementation",
+        backend="codex",
+    )
     assert selection.status == "unsupported"
     assert selection.pointer is not None
     assert selection.pointer.startswith("/1")

@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 from flow_factories import container, item, receipt, root
-
 from forkhorse.flow.envelope import validate_receipt
-from forkhorse.flow.findings import MAX_ENCODED_BYTES, canonical_order, encoded_size, validate_container
+from forkhorse.flow.findings import (
+    MAX_ENCODED_BYTES,
+    canonical_order,
+    encoded_size,
+    validate_container,
+)
 from forkhorse.flow.ids import finding_id
 from forkhorse.flow.rules import RuleViolation
 
@@ -82,8 +86,12 @@ BOUNDS: list[tuple[str, Callable[[int], Container], int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("build", "limit", "rule"), [b[1:] for b in BOUNDS], ids=[b[0] for b in BOUNDS])
-def test_bound_at_limit_and_one_past(build: Callable[[int], Container], limit: int, rule: str) -> None:
+@pytest.mark.parametrize(
+    ("build", "limit", "rule"), [b[1:] for b in BOUNDS], ids=[b[0] for b in BOUNDS]
+)
+def test_bound_at_limit_and_one_past(
+    build: Callable[[int], Container], limit: int, rule: str
+) -> None:
     assert violation(build(limit)) is None
     error = violation(build(limit + 1))
     assert error is not None
@@ -183,7 +191,17 @@ def test_unsafe_or_unnormalized_paths_reject_the_generation(path: str) -> None:
         assert error.rule == "anchor.path"
 
 
-@pytest.mark.parametrize(("blob", "ok"), [("abcdef0", True), ("a" * 64, True), ("a" * 65, False), ("abcdef", False), ("ABCDEF0", False), ("ghijklm", False)])
+@pytest.mark.parametrize(
+    ("blob", "ok"),
+    [
+        ("abcdef0", True),
+        ("a" * 64, True),
+        ("a" * 65, False),
+        ("abcdef", False),
+        ("ABCDEF0", False),
+        ("ghijklm", False),
+    ],
+)
 def test_blob_oid(blob: str, ok: bool) -> None:
     value = anchored()
     value["items"][0]["anchor"]["blobOid"] = blob
@@ -207,7 +225,18 @@ def test_anchor_base_sha_must_equal_the_container() -> None:
     assert error.rule == "anchor.binding"
 
 
-@pytest.mark.parametrize(("r_id", "ok"), [("R1", True), ("R10", True), ("R0", False), ("R01", False), ("r1", False), ("R", False), ("R1 ", False)])
+@pytest.mark.parametrize(
+    ("r_id", "ok"),
+    [
+        ("R1", True),
+        ("R10", True),
+        ("R0", False),
+        ("R01", False),
+        ("r1", False),
+        ("R", False),
+        ("R1 ", False),
+    ],
+)
 def test_r_id_grammar(r_id: str, ok: bool) -> None:
     value = root("r", 1)
     value["items"][0]["rIds"] = [r_id]
@@ -300,7 +329,12 @@ class TestEnvelope:
 
     @pytest.mark.parametrize(
         ("receipt_type", "kind"),
-        [("plan_review", "plan"), ("impl_review", "implementation"), ("completion_review", "completion"), ("qa_verdict", "qa")],
+        [
+            ("plan_review", "plan"),
+            ("impl_review", "implementation"),
+            ("completion_review", "completion"),
+            ("qa_verdict", "qa"),
+        ],
     )
     def test_type_kind_binding(self, receipt_type: str, kind: str) -> None:
         assert validate_receipt(receipt(root("r", 1, kind=kind), type=receipt_type)).valid
@@ -324,4 +358,3 @@ class TestEnvelope:
             found = validate_receipt(body).violation
             assert found is not None
             assert found.rule == "receipt.type"
-

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from flow_factories import HEAD, chain, receipt, root, successor
-
 from forkhorse.flow.currentness import select_current
 from forkhorse.flow.history import (
     HistoryConflict,
@@ -34,7 +33,9 @@ def lineage_at(path: Path) -> list[object]:
 
 
 def current_tip(path: Path) -> str | None:
-    selection = select_current(lineage_at(path), head_sha=HEAD, review_kind="implementation", backend="codex")
+    selection = select_current(
+        lineage_at(path), head_sha=HEAD, review_kind="implementation", backend="codex"
+    )
     return selection.tip["sourceReceiptId"] if selection.tip else None
 
 
@@ -155,5 +156,7 @@ def test_concurrent_writers_lose_no_generation(latest: Path) -> None:
     sources = sorted(g["findings"]["sourceReceiptId"] for g in lineage_at(latest))  # type: ignore[index]
     assert sources == sorted(["gen-1", *(f"sibling-{n}" for n in range(8))])
     assert not list(history_dir(latest).glob("*.tmp"))
-    selection = select_current(lineage_at(latest), head_sha=HEAD, review_kind="implementation", backend="codex")
+    selection = select_current(
+        lineage_at(latest), head_sha=HEAD, review_kind="implementation", backend="codex"
+    )
     assert selection.status == "ambiguous"  # eight head tips: never a silent pick

@@ -13,11 +13,12 @@ from typing import Any, Final
 
 from forkhorse.flow.rules import (
     G_ID_PATTERN,
-    RuleViolation,
+    Where,
     check_closed_keys,
     check_enum,
     check_string,
     child,
+    fail,
     require_list,
     require_mapping,
 )
@@ -61,26 +62,26 @@ def bind_criteria(
     return parsed
 
 
-def validate_criteria(receipt: Mapping[str, Any], where: str = "") -> None:
+def validate_criteria(receipt: Mapping[str, Any], where: Where = ()) -> None:
     """Check a stored `criteria` field; legacy receipts without it (or with null) stay valid."""
     value = receipt.get("criteria")
     if value is None:
         return
     field_where = child(where, "criteria")
     if receipt.get("type") != CRITERIA_RECEIPT_TYPE:
-        raise RuleViolation("criteria.receipt-type", field_where, "only on completion_review")
+        raise fail("criteria.receipt-type", field_where, "only on completion_review")
     entries = require_list(value, "criteria.type", field_where)
     if not entries:
-        raise RuleViolation("criteria.empty", field_where, "must not be empty")
+        raise fail("criteria.empty", field_where, "must not be empty")
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         criterion_id = _check_criterion(entry, child(field_where, index))
         if criterion_id in seen:
-            raise RuleViolation("criteria.id-unique", child(field_where, index, "id"), "duplicate")
+            raise fail("criteria.id-unique", child(field_where, index, "id"), "duplicate")
         seen.add(criterion_id)
 
 
-def _check_criterion(value: object, where: str) -> str:
+def _check_criterion(value: object, where: Where) -> str:
     entry = require_mapping(value, "criteria.entry", where)
     check_closed_keys(
         entry,
@@ -91,7 +92,7 @@ def _check_criterion(value: object, where: str) -> str:
     )
     criterion_id = entry["id"]
     if not isinstance(criterion_id, str) or not G_ID_PATTERN.fullmatch(criterion_id):
-        raise RuleViolation("criteria.id", child(where, "id"), "must match G<digits>")
+        raise fail("criteria.id", child(where, "id"), "must match G<digits>")
     check_enum(
         entry["status"], CRITERIA_STATUSES, rule="criteria.status", where=child(where, "status")
     )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from forkhorse.flow.envelope import check_findings_binding
-from forkhorse.flow.rules import RuleViolation, child
+from forkhorse.flow.rules import RuleViolation, pointer
 
 Status = Literal["current", "stale", "unsupported", "ambiguous", "absent"]
 Container = Mapping[str, Any]
@@ -79,12 +79,12 @@ def _validated_containers(receipts: Iterable[object]) -> list[Container]:
     containers: list[Container] = []
     for index, receipt in enumerate(receipts):
         if not isinstance(receipt, Mapping):
-            raise RuleViolation("receipt.type", child("", index), "must be a JSON object")
+            raise RuleViolation("receipt.type", pointer(index), "must be a JSON object")
         try:
             container = check_findings_binding(receipt)
         except RuleViolation as violation:
             raise RuleViolation(
-                violation.rule, child("", index) + violation.pointer, violation.message
+                violation.rule, pointer(index) + violation.pointer, violation.message
             ) from None
         if container is not None:
             containers.append(container)

@@ -13,7 +13,7 @@ from typing import Any, Final
 from forkhorse.flow.criteria import validate_criteria
 from forkhorse.flow.findings import validate_container
 from forkhorse.flow.qa import QA_RECEIPT_TYPE, validate_qa
-from forkhorse.flow.rules import RuleViolation, check_enum, child, require_mapping
+from forkhorse.flow.rules import RuleViolation, check_enum, fail, require_mapping
 
 KIND_BY_TYPE: Final = {
     "plan_review": "plan",
@@ -49,15 +49,15 @@ def validate_receipt(body: object) -> Validation:
 
 def check_receipt(body: object) -> Mapping[str, Any]:
     """Raise `RuleViolation` for the first failed rule of a whole receipt."""
-    receipt = require_mapping(body, "receipt.type", "")
+    receipt = require_mapping(body, "receipt.type", ())
     receipt_type = check_enum(
-        receipt.get("type"), RECEIPT_TYPES, rule="receipt.type", where="/type"
+        receipt.get("type"), RECEIPT_TYPES, rule="receipt.type", where=("type",)
     )
     if "mode" in receipt or receipt.get("findings") is not None:
-        check_enum(receipt.get("mode"), MODES + LEGACY_MODES, rule="receipt.mode", where="/mode")
+        check_enum(receipt.get("mode"), MODES + LEGACY_MODES, rule="receipt.mode", where=("mode",))
     # A QA receipt reports `qa_outcome`; the review types must state a verdict.
     if "verdict" in receipt or receipt_type != QA_RECEIPT_TYPE:
-        check_enum(receipt.get("verdict"), VERDICTS, rule="receipt.verdict", where="/verdict")
+        check_enum(receipt.get("verdict"), VERDICTS, rule="receipt.verdict", where=("verdict",))
     check_findings_binding(receipt)
     validate_criteria(receipt)
     validate_qa(receipt)
@@ -69,17 +69,17 @@ def check_findings_binding(receipt: Mapping[str, Any]) -> Mapping[str, Any] | No
     findings = receipt.get("findings")
     if findings is None:
         return None
-    container = validate_container(findings, "/findings")
+    container = validate_container(findings, ("findings",))
     if "type" in receipt:
         expected_kind = (
             KIND_BY_TYPE.get(receipt["type"]) if isinstance(receipt["type"], str) else None
         )
         if container["reviewKind"] != expected_kind:
-            raise RuleViolation(
-                "binding.type-kind", child("/findings", "reviewKind"), "does not match receipt type"
+            raise fail(
+                "binding.type-kind",
+                ("findings", "reviewKind"),
+                "does not match receipt type",
             )
     if "mode" in receipt and receipt["mode"] != container["backend"]:
-        raise RuleViolation(
-            "binding.mode-backend", child("/findings", "backend"), "does not equal receipt mode"
-        )
+        raise fail("binding.mode-backend", ("findings", "backend"), "does not equal receipt mode")
     return container

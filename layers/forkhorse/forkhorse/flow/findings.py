@@ -16,11 +16,12 @@ from typing import Any, Final
 from forkhorse.flow.ids import finding_id
 from forkhorse.flow.rules import (
     R_ID_PATTERN,
-    RuleViolation,
+    Where,
     check_closed_keys,
     check_enum,
     check_string,
     child,
+    fail,
     is_int,
     is_positive_int,
     require_list,
@@ -79,7 +80,7 @@ def encoded_size(findings: object) -> int:
     return len(text.encode("utf-8"))
 
 
-def validate_container(findings: object, where: str = "") -> Mapping[str, Any]:
+def validate_container(findings: object, where: Where = ()) -> Mapping[str, Any]:
     """Validate one findings generation; raise `RuleViolation` naming the first failed rule."""
     container = require_mapping(findings, "findings.type", where)
     _check_encoded_size(container, where)
@@ -93,7 +94,7 @@ def validate_container(findings: object, where: str = "") -> Mapping[str, Any]:
     _check_header(container, where)
     items = require_list(container["items"], "findings.items", child(where, "items"))
     if len(items) > MAX_ITEMS:
-        raise RuleViolation("findings.items", child(where, "items"), f"more than {MAX_ITEMS} items")
+        raise fail("findings.items", child(where, "items"), f"more than {MAX_ITEMS} items")
     for index, item in enumerate(items):
         _check_item(item, container, child(where, "items", index))
     _check_unique(items, "id", "item.id-unique", where)
@@ -109,21 +110,22 @@ def canonical_order(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
     )
 
 
-def _check_encoded_size(container: Mapping[str, Any], where: str) -> None:
+def _check_encoded_size(container: Mapping[str, Any], where: Where) -> None:
     try:
-        size = encoded_size(container)
+        # \uXXXX escapes are never shorter than UTF-8, so the faster ASCII encoding is an upper
+        # bound; the exact UTF-8 size is measured only when that bound is over the limit.
+        bound = len(json.dumps(container, separators=(",", ":"), allow_nan=False))
+        size = bound if bound <= MAX_ENCODED_BYTES else encoded_size(container)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise RuleViolation("findings.json", where, "not representable as JSON") from exc
+        raise fail("findings.json", where, "not representable as JSON") from exc
     if size > MAX_ENCODED_BYTES:
-        raise RuleViolation("findings.size", where, f"encoded size {size} > {MAX_ENCODED_BYTES}")
+        raise fail("findings.size", where, f"encoded size {size} > {MAX_ENCODED_BYTES}")
 
 
-def _check_header(container: Mapping[str, Any], where: str) -> None:
+def _check_header(container: Mapping[str, Any], where: Where) -> None:
     version = container["schemaVersion"]
     if not is_int(version) or version != SCHEMA_VERSION:
-        raise RuleViolation(
-            "findings.schemaVersion", child(where, "schemaVersion"), "unsupported version"
-        )
+        raise fail("findings.schemaVersion", child(where, "schemaVersion"), "unsupported version")
     source = _check_id(container["sourceReceiptId"], child(where, "sourceReceiptId"))
     check_string(
         container["reviewKind"],
@@ -149,32 +151,30 @@ def _check_header(container: Mapping[str, Any], where: str) -> None:
     _check_round(container, source, where)
 
 
-def _check_round(container: Mapping[str, Any], source: str, where: str) -> None:
+def _check_round(container: Mapping[str, Any], source: str, where: Where) -> None:
     round_number = container["round"]
     if not is_positive_int(round_number):
-        raise RuleViolation("findings.round", child(where, "round"), "must be a positive integer")
+        raise fail("findings.round", child(where, "round"), "must be a positive integer")
     if "supersedesReceiptId" not in container:
         if round_number != 1:
-            raise RuleViolation("findings.root-round", child(where, "round"), "a root must be 1")
+            raise fail("findings.root-round", child(where, "round"), "a root must be 1")
         return
     parent_where = child(where, "supersedesReceiptId")
     parent = _check_id(container["supersedesReceiptId"], parent_where)
     if parent == source:
-        raise RuleViolation("findings.supersedes-self", parent_where, "supersedes itself")
+        raise fail("findings.supersedes-self", parent_where, "supersedes itself")
     if round_number < 2:
-        raise RuleViolation(
-            "findings.root-round", child(where, "round"), "a successor must be >= 2"
-        )
+        raise fail("findings.root-round", child(where, "round"), "a successor must be >= 2")
 
 
-def _check_item(value: object, container: Mapping[str, Any], where: str) -> None:
+def _check_item(value: object, container: Mapping[str, Any], where: Where) -> None:
     item = require_mapping(value, "item.type", where)
     check_closed_keys(
         item, required=ITEM_REQUIRED, optional=ITEM_OPTIONAL, rule_prefix="item", where=where
     )
     own_id = _check_id(item["id"], child(where, "id"), rule="item.id")
     if not is_positive_int(item["ordinal"]):
-        raise RuleViolation("item.ordinal", child(where, "ordinal"), "must be a positive integer")
+        raise fail("item.ordinal", child(where, "ordinal"), "must be a positive integer")
     check_enum(item["severity"], SEVERITIES, rule="item.severity", where=child(where, "severity"))
     _check_confidence(item["confidence"], child(where, "confidence"))
     check_enum(
@@ -191,12 +191,12 @@ def _check_item(value: object, container: Mapping[str, Any], where: str) -> None
         _check_anchor(item["anchor"], container, child(where, "anchor"))
 
 
-def _check_confidence(value: object, where: str) -> None:
+def _check_confidence(value: object, where: Where) -> None:
     if not is_int(value) or value not in CONFIDENCES:
-        raise RuleViolation("item.confidence", where, "must be one of 0, 25, 50, 75, 100")
+        raise fail("item.confidence", where, "must be one of 0, 25, 50, 75, 100")
 
 
-def _check_prose(item: Mapping[str, Any], where: str) -> None:
+def _check_prose(item: Mapping[str, Any], where: Where) -> None:
     check_string(
         item["title"], rule="item.title", where=child(where, "title"), max_chars=MAX_TITLE_CHARS
     )
@@ -212,40 +212,38 @@ def _check_prose(item: Mapping[str, Any], where: str) -> None:
         )
 
 
-def _check_r_ids(value: object, where: str) -> None:
+def _check_r_ids(value: object, where: Where) -> None:
     r_ids = require_list(value, "item.rIds", where)
     if len(r_ids) > MAX_R_IDS:
-        raise RuleViolation("item.rIds", where, f"more than {MAX_R_IDS} R-IDs")
+        raise fail("item.rIds", where, f"more than {MAX_R_IDS} R-IDs")
     seen: set[str] = set()
     for index, r_id in enumerate(r_ids):
         if not isinstance(r_id, str) or not R_ID_PATTERN.fullmatch(r_id):
-            raise RuleViolation("item.rIds-grammar", child(where, index), "must match R<digits>")
+            raise fail("item.rIds-grammar", child(where, index), "must match R<digits>")
         if r_id in seen:
-            raise RuleViolation("item.rIds-unique", child(where, index), "duplicate R-ID")
+            raise fail("item.rIds-unique", child(where, index), "duplicate R-ID")
         seen.add(r_id)
 
 
 def _check_identity(
-    item: Mapping[str, Any], own_id: str, container: Mapping[str, Any], where: str
+    item: Mapping[str, Any], own_id: str, container: Mapping[str, Any], where: Where
 ) -> None:
     first_seen = _check_id(item["firstSeenReceiptId"], child(where, "firstSeenReceiptId"))
     last_seen = _check_id(item["lastSeenReceiptId"], child(where, "lastSeenReceiptId"))
     if last_seen != container["sourceReceiptId"]:
-        raise RuleViolation(
-            "item.lastSeen", child(where, "lastSeenReceiptId"), "must equal sourceReceiptId"
-        )
+        raise fail("item.lastSeen", child(where, "lastSeenReceiptId"), "must equal sourceReceiptId")
     if own_id != finding_id(first_seen, item["ordinal"]):
-        raise RuleViolation(
+        raise fail(
             "item.id-derived", child(where, "id"), "not derived from firstSeenReceiptId and ordinal"
         )
     if "priorFindingId" in item:
         prior_where = child(where, "priorFindingId")
         prior = _check_id(item["priorFindingId"], prior_where, rule="item.priorFindingId")
         if prior == own_id:
-            raise RuleViolation("item.priorFindingId", prior_where, "names the item itself")
+            raise fail("item.priorFindingId", prior_where, "names the item itself")
 
 
-def _check_anchor(value: object, container: Mapping[str, Any], where: str) -> None:
+def _check_anchor(value: object, container: Mapping[str, Any], where: Where) -> None:
     anchor = require_mapping(value, "anchor.type", where)
     check_closed_keys(
         anchor,
@@ -259,19 +257,19 @@ def _check_anchor(value: object, container: Mapping[str, Any], where: str) -> No
     check_enum(anchor["side"], SIDES, rule="anchor.side", where=child(where, "side"))
     for key in ("startLine", "endLine"):
         if key in anchor and not is_positive_int(anchor[key]):
-            raise RuleViolation("anchor.line", child(where, key), "must be a positive integer")
+            raise fail("anchor.line", child(where, key), "must be a positive integer")
     for key in ("baseSha", "headSha"):
         _check_sha(anchor[key], child(where, key))
         if container.get(key) != anchor[key]:
-            raise RuleViolation("anchor.binding", child(where, key), f"differs from the {key}")
+            raise fail("anchor.binding", child(where, key), f"differs from the {key}")
     if "originalPath" in anchor:
         _check_path(anchor["originalPath"], child(where, "originalPath"))
     if "blobOid" in anchor:
         blob = anchor["blobOid"]
         if not isinstance(blob, str) or not _BLOB_OID.fullmatch(blob):
-            raise RuleViolation("anchor.blobOid", child(where, "blobOid"), "7-64 lowercase hex")
+            raise fail("anchor.blobOid", child(where, "blobOid"), "7-64 lowercase hex")
     if anchor.get("endLine", anchor["startLine"]) < anchor["startLine"]:
-        raise RuleViolation("anchor.range", child(where, "endLine"), "endLine < startLine")
+        raise fail("anchor.range", child(where, "endLine"), "endLine < startLine")
 
 
 def is_safe_path(path: str) -> bool:
@@ -283,23 +281,23 @@ def is_safe_path(path: str) -> bool:
     return ".." not in path.split("/")
 
 
-def _check_path(value: object, where: str) -> None:
+def _check_path(value: object, where: Where) -> None:
     path = check_string(value, rule="anchor.path", where=where, max_chars=MAX_PATH_CHARS)
     if not is_safe_path(path):
-        raise RuleViolation("anchor.path", where, "not a normalized repository-relative path")
+        raise fail("anchor.path", where, "not a normalized repository-relative path")
 
 
-def _check_id(value: object, where: str, rule: str = "findings.id") -> str:
+def _check_id(value: object, where: Where, rule: str = "findings.id") -> str:
     return check_string(value, rule=rule, where=where, max_chars=MAX_ID_CHARS)
 
 
-def _check_sha(value: object, where: str) -> str:
+def _check_sha(value: object, where: Where) -> str:
     return check_string(value, rule="findings.sha", where=where, max_chars=MAX_SHA_CHARS)
 
 
-def _check_unique(items: list[Any], key: str, rule: str, where: str) -> None:
+def _check_unique(items: list[Any], key: str, rule: str, where: Where) -> None:
     seen: set[object] = set()
     for index, item in enumerate(items):
         if item[key] in seen:
-            raise RuleViolation(rule, child(where, "items", index, key), f"duplicate {key}")
+            raise fail(rule, child(where, "items", index, key), f"duplicate {key}")
         seen.add(item[key])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -9,6 +10,7 @@ FINDING_ID_PREFIX = "finding-"
 _FINDING_DOMAIN = b"flow-next-finding-v1"
 
 
+@functools.lru_cache(maxsize=65536)  # carried findings recur in every generation of a lineage
 def finding_id(first_seen_receipt_id: str, ordinal: int) -> str:
     """`finding-` + 32 hex of SHA-256 over `flow-next-finding-v1\\0<firstSeen>\\0<ordinal>`."""
     preimage = b"\0".join(

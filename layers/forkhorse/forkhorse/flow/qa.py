@@ -12,11 +12,12 @@ from typing import Any, Final
 
 from forkhorse.flow.rules import (
     R_ID_PATTERN,
-    RuleViolation,
+    Where,
     check_closed_keys,
     check_enum,
     check_string,
     child,
+    fail,
     require_list,
     require_mapping,
 )
@@ -37,11 +38,11 @@ class CarryRefused(Exception):
     """A scenario cannot carry: another spec or branch, or it did not pass there."""
 
 
-def validate_qa(receipt: Mapping[str, Any], where: str = "") -> None:
+def validate_qa(receipt: Mapping[str, Any], where: Where = ()) -> None:
     """Check `scenarios` rows and `rid_coverage` when present (only on qa_verdict receipts)."""
     for key in ("scenarios", "rid_coverage"):
         if key in receipt and receipt.get("type") != QA_RECEIPT_TYPE:
-            raise RuleViolation("qa.receipt-type", child(where, key), "only on qa_verdict")
+            raise fail("qa.receipt-type", child(where, key), "only on qa_verdict")
     rows: list[Mapping[str, Any]] = []
     if "scenarios" in receipt:
         rows = _check_rows(receipt["scenarios"], child(where, "scenarios"))
@@ -88,7 +89,7 @@ def carry_scenario(
     }
 
 
-def _check_rows(value: object, where: str) -> list[Mapping[str, Any]]:
+def _check_rows(value: object, where: Where) -> list[Mapping[str, Any]]:
     rows = [
         _check_row(row, child(where, index))
         for index, row in enumerate(require_list(value, "qa.scenarios", where))
@@ -96,12 +97,12 @@ def _check_rows(value: object, where: str) -> list[Mapping[str, Any]]:
     seen: set[str] = set()
     for index, row in enumerate(rows):
         if row["id"] in seen:
-            raise RuleViolation("qa.scenario-unique", child(where, index, "id"), "duplicate id")
+            raise fail("qa.scenario-unique", child(where, index, "id"), "duplicate id")
         seen.add(row["id"])
     return rows
 
 
-def _check_row(value: object, where: str) -> Mapping[str, Any]:
+def _check_row(value: object, where: Where) -> Mapping[str, Any]:
     row = require_mapping(value, "qa.scenario", where)
     run = check_enum(row.get("run"), RUNS, rule="qa.run", where=child(where, "run"))
     if run == "live":
@@ -137,22 +138,22 @@ def _check_row(value: object, where: str) -> Mapping[str, Any]:
     return row
 
 
-def _check_rids(value: object, where: str) -> None:
+def _check_rids(value: object, where: Where) -> None:
     r_ids = require_list(value, "qa.rids", where)
     for index, r_id in enumerate(r_ids):
         if not isinstance(r_id, str) or not R_ID_PATTERN.fullmatch(r_id):
-            raise RuleViolation("qa.rids", child(where, index), "must match R<digits>")
+            raise fail("qa.rids", child(where, index), "must match R<digits>")
     if len(set(r_ids)) != len(r_ids):
-        raise RuleViolation("qa.rids", where, "duplicate R-ID")
+        raise fail("qa.rids", where, "duplicate R-ID")
 
 
-def _check_coverage(value: object, rows: list[Mapping[str, Any]], where: str) -> None:
+def _check_coverage(value: object, rows: list[Mapping[str, Any]], where: Where) -> None:
     coverage = require_mapping(value, "qa.coverage", where)
     for r_id, recorded in coverage.items():
         entry_where = child(where, str(r_id))
         if not isinstance(r_id, str) or not R_ID_PATTERN.fullmatch(r_id):
-            raise RuleViolation("qa.coverage-rid", entry_where, "must match R<digits>")
+            raise fail("qa.coverage-rid", entry_where, "must match R<digits>")
         check_enum(recorded, COVERAGE_VALUES, rule="qa.coverage", where=entry_where)
         derived = derive_coverage(r_id, rows)
         if recorded in ("live", "carried") and rows and recorded != derived:
-            raise RuleViolation("qa.coverage-carried", entry_where, f"scenarios say {derived}")
+            raise fail("qa.coverage-carried", entry_where, f"scenarios say {derived}")

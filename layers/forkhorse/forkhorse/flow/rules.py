@@ -31,14 +31,21 @@ class RuleViolation(Exception):
         return f"{self.rule} at {self.pointer or '/'}: {self.message}"
 
 
+Where = tuple[str | int, ...]  # JSON pointer segments, rendered only when a rule fails
+
+
+def fail(rule: str, where: Where, message: str) -> RuleViolation:
+    return RuleViolation(rule, pointer(*where), message)
+
+
 def pointer(*parts: str | int) -> str:
     """Build a JSON pointer from path segments, escaping `~` and `/` as RFC 6901 requires."""
     escaped = (str(part).replace("~", "~0").replace("/", "~1") for part in parts)
     return "".join("/" + segment for segment in escaped)
 
 
-def child(base: str, *parts: str | int) -> str:
-    return base + pointer(*parts)
+def child(base: Where, *parts: str | int) -> Where:
+    return (*base, *parts)
 
 
 def is_int(value: object) -> bool:
@@ -50,15 +57,15 @@ def is_positive_int(value: object) -> bool:
     return is_int(value) and value > 0  # type: ignore[operator]
 
 
-def require_mapping(value: object, rule: str, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise RuleViolation(rule, where, "must be a JSON object")
+def require_mapping(value: object, rule: str, where: Where) -> Mapping[str, Any]:
+    if not isinstance(value, dict) and not isinstance(value, Mapping):  # dict first: hot path
+        raise fail(rule, where, "must be a JSON object")
     return value
 
 
-def require_list(value: object, rule: str, where: str) -> list[Any]:
+def require_list(value: object, rule: str, where: Where) -> list[Any]:
     if not isinstance(value, list):
-        raise RuleViolation(rule, where, "must be a JSON array")
+        raise fail(rule, where, "must be a JSON array")
     return value
 
 
@@ -68,39 +75,38 @@ def check_closed_keys(
     required: frozenset[str],
     optional: frozenset[str],
     rule_prefix: str,
-    where: str,
+    where: Where,
 ) -> None:
     """Unknown keys are never a compatible extension; missing required keys are never defaulted."""
+    keys = obj.keys()
     allowed = required | optional
+    if keys <= allowed and required <= keys:
+        return
     for key in obj:
         if key not in allowed:
-            raise RuleViolation(
-                f"{rule_prefix}.closed-keys", child(where, str(key)), "unknown field"
-            )
+            raise fail(f"{rule_prefix}.closed-keys", child(where, str(key)), "unknown field")
     for key in sorted(required):
         if key not in obj:
-            raise RuleViolation(
-                f"{rule_prefix}.required", child(where, key), "required field missing"
-            )
+            raise fail(f"{rule_prefix}.required", child(where, key), "required field missing")
 
 
 def check_string(
-    value: object, *, rule: str, where: str, max_chars: int, allow_empty: bool = False
+    value: object, *, rule: str, where: Where, max_chars: int, allow_empty: bool = False
 ) -> str:
     """A JSON string of at most `max_chars` characters (code points), never empty unless allowed."""
     if not isinstance(value, str):
-        raise RuleViolation(rule, where, "must be a string")
+        raise fail(rule, where, "must be a string")
     if not value and not allow_empty:
-        raise RuleViolation(rule, where, "must not be empty")
+        raise fail(rule, where, "must not be empty")
     if len(value) > max_chars:
-        raise RuleViolation(rule, where, f"longer than {max_chars} characters")
+        raise fail(rule, where, f"longer than {max_chars} characters")
     return value
 
 
-def check_enum(value: object, allowed: tuple[str, ...], *, rule: str, where: str) -> str:
+def check_enum(value: object, allowed: tuple[str, ...], *, rule: str, where: Where) -> str:
     """Canonical values only: aliases and case variants are rejected, never coerced."""
     if not isinstance(value, str) or value not in allowed:
-        raise RuleViolation(rule, where, f"must be one of {', '.join(allowed)}")
+        raise fail(rule, where, f"must be one of {', '.join(allowed)}")
     return value
 
 
