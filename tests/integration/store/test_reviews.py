@@ -273,3 +273,22 @@ def test_flow_next_review_receipts_attach_idempotently(store: Store) -> None:
     store.put_review_receipt("r1", "b" * 64)
     assert store.list_review_receipts("r1") == ["a" * 64, "b" * 64]
     assert store.list_review_receipts("r2") == []
+
+
+def test_discard_leaves_no_receipt_and_blocks_the_generation(store: Store) -> None:
+    seed_review(store)
+    assert not store.discard_execution("r1", "g-other"), "only the current generation discards"
+    assert store.discard_execution("r1", "g1")
+    review = store.get_review("r1")
+    assert review is not None
+    assert review.execution is None, "a commit without checks reads receipt: null"
+    assert not _attach(store), "a discarded generation can never attach"
+    assert not store.discard_execution("r1", "g1")
+    assert store.invalidate_running(LIVE) == [], "a discarded run is not running any more"
+
+
+def test_discard_refuses_a_finished_execution(store: Store) -> None:
+    seed_review(store)
+    assert _attach(store)
+    assert not store.discard_execution("r1", "g1")
+    assert _digest(store) is not None

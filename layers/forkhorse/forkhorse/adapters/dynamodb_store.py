@@ -452,6 +452,25 @@ class DynamoDbStore:
             {":running": _s("running")},
         )
 
+    def discard_execution(self, review_id: str, generation: str) -> bool:
+        discard = {
+            "Update": {
+                "TableName": self._table,
+                "Key": _review_key(review_id),
+                "UpdateExpression": (
+                    "REMOVE execution, execGeneration, execCommit, execTrigger, execStatus,"
+                    " execDigest"
+                ),
+                "ConditionExpression": "execGeneration = :generation AND execStatus = :running",
+                "ExpressionAttributeValues": {
+                    ":generation": _s(generation),
+                    ":running": _s("running"),
+                },
+            }
+        }
+        unmark = {"Delete": {"TableName": self._table, "Key": _running_key(review_id)}}
+        return self._transact(discard, unmark)
+
     def attach(
         self,
         review_id: str,

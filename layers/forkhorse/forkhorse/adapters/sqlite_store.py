@@ -336,6 +336,14 @@ class SqliteStore:
             self._save_review(conn, review.model_copy(update={"execution": updated}))
             return True
 
+    def discard_execution(self, review_id: str, generation: str) -> bool:
+        with self._write() as conn:
+            review = self._review_in(conn, review_id)
+            if review is None or not is_current_running(review.execution, generation):
+                return False
+            self._save_review(conn, review.model_copy(update={"execution": None}))
+            return True
+
     def attach(
         self,
         review_id: str,

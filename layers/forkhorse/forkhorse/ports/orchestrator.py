@@ -1,7 +1,19 @@
-"""Port placeholder: the owning issue defines this Protocol."""
+"""Orchestrator port: starts one receipt execution (Step Functions on AWS, a local supervisor)."""
 
-from typing import Protocol
+from typing import Any, Protocol
+
+from forkhorse.domain.run import RunRef
 
 
 class Orchestrator(Protocol):
-    def start_run(self, project_id: str, review_id: str, generation: str, trigger: str) -> str: ...
+    def start_run(self, run: RunRef) -> str:
+        """Start the execution named by `run.generation`; return its handle (ARN or local id)."""
+        ...
+
+    def wait(self, run: RunRef, timeout_seconds: float) -> bool:
+        """Block until the execution ends or the timeout passes; True when it ended."""
+        ...
+
+    def history(self, run: RunRef) -> list[dict[str, Any]]:
+        """The execution's events, shaped like Step Functions' GetExecutionHistory."""
+        ...

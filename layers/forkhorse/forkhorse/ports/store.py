@@ -140,6 +140,11 @@ class Store(Protocol):
         review's packet claimed by the review's agent, not expired at `now`)."""
         ...
 
+    def discard_execution(self, review_id: str, generation: str) -> bool:
+        """Drop the current execution (the review reads `receipt: null`) when its commit
+        has no `.forkhorse/checks`. Applies only while `generation` is current and running."""
+        ...
+
     def invalidate_running(self, now: datetime) -> list[InvalidatedExecution]:
         """Restart recovery: every running execution becomes an infrastructure error
         (so its generation can never attach)."""

@@ -1,0 +1,439 @@
+"""The steps of one receipt run: prepare, quick, full-start, full-poll, finalize.
+
+Each step takes and returns plain JSON, exactly what the ReceiptRun state machine passes
+between its states, so the same functions run behind Step Functions (one Lambda each) and
+in the local supervisor. Check evidence travels between steps as content-addressed records
+in the Store: only digests go through the state machine, which keeps payloads small.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forkhorse import records
+from forkhorse.domain.checks import (
+    CHECKS_PATH,
+    FullCheckDef,
+    InvalidChecksConfig,
+    QuickCheckDef,
+    parse_checks,
+)
+from forkhorse.domain.logs import EMPTY_LOG
+from forkhorse.domain.receipts import (
+    CheckRecord,
+    FinalOutcome,
+    ReceiptRecord,
+    ReceiptSummary,
+    SummaryCheck,
+    format_timestamp,
+    parse_timestamp,
+)
+from forkhorse.domain.run import (
+    INFRASTRUCTURE_MESSAGE,
+    RunRef,
+    evidence_of,
+    platform_of,
+    quick_gate_open,
+    run_status,
+    running_checks,
+    skipped_full_check,
+)
+from forkhorse.domain.snapshot import SnapshotBudget, SnapshotError
+from forkhorse.ports.clock import Clock
+from forkhorse.ports.containers import (
+    ContainerError,
+    ContainerHandle,
+    ContainerPort,
+    ContainerSpec,
+)
+from forkhorse.ports.git import ArchiveLink, GitHost, Snapshot
+from forkhorse.ports.sandbox import QuickSandbox
+from forkhorse.ports.store import Store
+
+log = logging.getLogger(__name__)
+
+CONFIG_CHECK_NAME = CHECKS_PATH
+UNREADABLE_CONFIG = f"{CHECKS_PATH} could not be read from the reviewed commit."
+FULL_POLL_SECONDS = 1
+
+
+@dataclass(frozen=True)
+class RunnerDeps:
+    """The ports one run uses; handlers and the local supervisor build it."""
+
+    store: Store
+    git: GitHost
+    sandbox: QuickSandbox
+    containers: ContainerPort
+    clock: Clock
+    # Full checks see the exact checkout: a host directory (podman) or an archive link (Fargate).
+    checkout_source: Callable[[Snapshot, str], Path | ArchiveLink]
+    poll_seconds: int = FULL_POLL_SECONDS
+
+
+def exported_checkout(workdir: Path) -> Callable[[Snapshot, str], Path]:
+    """A checkout source that exports the exact tree once per execution under `workdir`."""
+
+    def source(snapshot: Snapshot, execution: str) -> Path:
+        target = workdir / execution / snapshot.tree
+        if not target.exists():
+            partial = Path(tempfile.mkdtemp(dir=workdir, prefix=".export-"))
+            snapshot.export_to(partial)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial.rename(target)
+        return target
+
+    return source
+
+
+def discard_checkouts(workdir: Path, execution: str) -> None:
+    shutil.rmtree(workdir / execution, ignore_errors=True)
+
+
+def published_archive(git: GitHost) -> Callable[[Snapshot, str], ArchiveLink]:
+    """A checkout source for AWS: a 180-second link to the exact tree's archive."""
+
+    def source(snapshot: Snapshot, execution: str) -> ArchiveLink:
+        del execution
+        project = snapshot_project(snapshot)
+        return git.store(project).publish_archive(snapshot.commit)
+
+    return source
+
+
+def snapshot_project(snapshot: Snapshot) -> str:
+    project = getattr(snapshot, "project", None)
+    if not isinstance(project, str):
+        raise TypeError("this snapshot does not name its project")
+    return project
+
+
+# --- summaries ---------------------------------------------------------------------------
+
+
+def _current_summary(deps: RunnerDeps, run: RunRef) -> ReceiptSummary | None:
+    review = deps.store.get_review(run.review_id)
+    execution = None if review is None else review.execution
+    if execution is None or execution.generation != run.generation:
+        return None
+    return execution.summary
+
+
+def _publish_checks(deps: RunnerDeps, run: RunRef, checks: Sequence[SummaryCheck]) -> None:
+    """Show progress on /state; a stale generation's update is refused by the Store."""
+    summary = _current_summary(deps, run)
+    if summary is None or summary.status != "running":
+        return
+    deps.store.update_summary(
+        run.review_id, run.generation, summary.model_copy(update={"checks": list(checks)})
+    )
+
+
+def _publish_check_result(deps: RunnerDeps, run: RunRef, record: CheckRecord) -> None:
+    summary = _current_summary(deps, run)
+    if summary is None:
+        return
+    rows = [record.summary() if row.name == record.name else row for row in summary.checks]
+    _publish_checks(deps, run, rows)
+
+
+def _finished_summary(
+    deps: RunnerDeps, run: RunRef, status: FinalOutcome, checks: Sequence[SummaryCheck]
+) -> ReceiptSummary | None:
+    summary = _current_summary(deps, run)
+    if summary is None:
+        return None
+    finished = deps.clock.now()
+    started = parse_timestamp(summary.started_at)
+    elapsed = max(0, int((finished - started).total_seconds() * 1000))
+    return summary.model_copy(
+        update={
+            "status": status,
+            "finished_at": format_timestamp(finished),
+            "duration_ms": elapsed,
+            "checks": list(checks),
+        }
+    )
+
+
+# --- prepare ----------------------------------------------------------------------------
+
+
+def _open_snapshot(deps: RunnerDeps, run: RunRef) -> Snapshot:
+    return deps.git.store(run.project_id).open_snapshot(run.commit)
+
+
+def prepare(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """Resolve the exact commit's check definitions and show them as running."""
+    run = RunRef.model_validate(event["run"])
+    snapshot = _open_snapshot(deps, run)
+    try:
+        text = snapshot.reader(SnapshotBudget()).read(CHECKS_PATH)
+    except SnapshotError:
+        return _invalid(UNREADABLE_CONFIG)
+    if text is None:
+        return {"discovery": "absent", "quick": [], "full": [], "quickCount": 0}
+    try:
+        definitions = parse_checks(text)
+    except InvalidChecksConfig as invalid:
+        return _invalid(invalid.message)
+    wire = [definition.definition() for definition in definitions]
+    _publish_checks(deps, run, running_checks(wire))
+    quick = [d for d in wire if d["tier"] == "quick"]
+    return {
+        "discovery": "checks",
+        "tree": snapshot.tree,
+        "quick": quick,
+        "full": [d for d in wire if d["tier"] == "full"],
+        "quickCount": len(quick),
+    }
+
+
+def _invalid(message: str) -> dict[str, Any]:
+    return {"discovery": "invalid", "message": message, "quick": [], "full": [], "quickCount": 0}
+
+
+# --- quick ------------------------------------------------------------------------------
+
+
+def quick(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """Run one quick check in a fresh sandbox and store its evidence."""
+    run = RunRef.model_validate(event["run"])
+    definition = QuickCheckDef.model_validate(event["check"])
+    record = deps.sandbox.run_check(_open_snapshot(deps, run), definition)
+    _publish_check_result(deps, run, record)
+    return _step_result(deps, record)
+
+
+def _step_result(deps: RunnerDeps, record: CheckRecord) -> dict[str, Any]:
+    digest = records.put_json(deps.store, record.model_dump(mode="json"))
+    return {
+        "name": record.name,
+        "outcome": record.outcome,
+        "passed": record.outcome == "passed",
+        "result": digest,
+    }
+
+
+# --- full -------------------------------------------------------------------------------
+
+
+def _full_definition(event: dict[str, Any]) -> FullCheckDef:
+    check = dict(event["check"])
+    check.pop("tier", None)
+    return FullCheckDef.model_validate(
+        {
+            "name": check["name"],
+            "image": check["image"],
+            "run": check["run"],
+            "timeout_seconds": check["timeoutSeconds"],
+        }
+    )
+
+
+def _container_record(
+    deps: RunnerDeps,
+    definition: FullCheckDef,
+    image_digest: str,
+    outcome: FinalOutcome,
+    message: str,
+    duration_ms: int | None,
+) -> CheckRecord:
+    return CheckRecord(
+        name=definition.name,
+        tier="full",
+        definition=definition.definition(),
+        runtime="container",
+        platform=deps.containers.platform,
+        image_digest=image_digest,
+        outcome=outcome,
+        message=message,
+        duration_ms=duration_ms,
+        stdout=EMPTY_LOG,
+        stderr=EMPTY_LOG,
+    )
+
+
+def _finished_full(deps: RunnerDeps, run: RunRef, record: CheckRecord) -> dict[str, Any]:
+    _publish_check_result(deps, run, record)
+    return {"done": True, **_step_result(deps, record)}
+
+
+def full_start(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """Resolve the pinned image, then start the container on the exact checkout."""
+    run = RunRef.model_validate(event["run"])
+    definition = _full_definition(event)
+    base = {"run": event["run"], "check": event["check"], "pollSeconds": deps.poll_seconds}
+    try:
+        image_ref = deps.containers.preflight(definition.image)
+        source = deps.checkout_source(_open_snapshot(deps, run), run.generation)
+        handle = deps.containers.start(
+            ContainerSpec(
+                project=run.project_id,
+                execution=run.generation,
+                generation=run.generation,
+                check=definition.name,
+                image_ref=image_ref,
+                run=definition.run,
+                timeout_seconds=definition.timeout_seconds,
+                source=source,
+            )
+        )
+    except ContainerError as error:
+        record = _container_record(deps, definition, "", "infrastructure-error", str(error), None)
+        return {**base, **_finished_full(deps, run, record)}
+    return {**base, "done": False, "handle": handle.model_dump(mode="json")}
+
+
+def full_poll(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """While running, report not done; once ended, collect, destroy and store the evidence."""
+    run = RunRef.model_validate(event["run"])
+    handle = ContainerHandle.model_validate(event["handle"])
+    if deps.containers.poll(handle) == "running":
+        return {**event, "done": False}
+    definition = _full_definition(event)
+    try:
+        result = deps.containers.collect(handle)
+    finally:
+        deps.containers.destroy(handle)  # raises CleanupUnconfirmed: the run fails closed
+    record = CheckRecord(
+        name=definition.name,
+        tier="full",
+        definition=definition.definition(),
+        runtime="container",
+        platform=deps.containers.platform,
+        image_digest=handle.image_ref,
+        outcome=result.outcome,
+        message=result.message,
+        duration_ms=result.duration_ms,
+        stdout=result.stdout,
+        stderr=result.stderr,
+    )
+    finished = _finished_full(deps, run, record)
+    return {"run": event["run"], "check": event["check"], **finished}
+
+
+# --- finalize ---------------------------------------------------------------------------
+
+
+def finalize(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """Publish the record, chunks then manifest, and attach it by compare-and-set."""
+    run = RunRef.model_validate(event["run"])
+    if event.get("infrastructureError"):
+        return _finalize_infrastructure_error(deps, run)
+    prepared = event["prepared"]
+    discovery = prepared["discovery"]
+    if discovery == "absent":
+        return {"attached": False, "discovery": "absent", **_discard(deps, run)}
+    if discovery == "invalid":
+        return _finalize_invalid(deps, run, str(prepared["message"]))
+    check_records = _collect_records(deps, prepared, event)
+    return _publish(deps, run, prepared, check_records)
+
+
+def _discard(deps: RunnerDeps, run: RunRef) -> dict[str, Any]:
+    """No `.forkhorse/checks`: the review reads `receipt: null` once discovery is done."""
+    return {"discarded": deps.store.discard_execution(run.review_id, run.generation)}
+
+
+def _load_record(deps: RunnerDeps, digest: str) -> CheckRecord:
+    value = records.get_json(deps.store, digest)
+    if value is None:
+        raise LookupError("a check's evidence is missing from the Store")
+    return CheckRecord.model_validate(value)
+
+
+def _collect_records(
+    deps: RunnerDeps, prepared: dict[str, Any], event: dict[str, Any]
+) -> list[CheckRecord]:
+    quick_records = [_load_record(deps, item["result"]) for item in event.get("quick", [])]
+    if len(quick_records) != len(prepared["quick"]):
+        raise LookupError("a quick check produced no evidence")
+    if not quick_gate_open(quick_records):
+        return quick_records + [skipped_full_check(d) for d in prepared["full"]]
+    full_records = [_load_record(deps, item["result"]) for item in event.get("full", [])]
+    if len(full_records) != len(prepared["full"]):
+        raise LookupError("a full check produced no evidence")
+    return quick_records + full_records
+
+
+def _publish(
+    deps: RunnerDeps, run: RunRef, prepared: dict[str, Any], checks: list[CheckRecord]
+) -> dict[str, Any]:
+    status = run_status(checks)
+    final = _finished_summary(deps, run, status, [c.summary() for c in checks])
+    if final is None:
+        return {"attached": False, "reason": "stale generation"}
+    record = ReceiptRecord(
+        project=run.project_id,
+        review_id=run.review_id,
+        commit=run.commit,
+        tree=prepared["tree"],
+        generation=run.generation,
+        trigger=run.trigger,
+        status=status,
+        evidence=evidence_of(checks),
+        platform=platform_of(checks),
+        started_at=final.started_at,
+        finished_at=final.finished_at or final.started_at,
+        duration_ms=final.duration_ms,
+        checks=checks,
+    )
+    digest = records.put_record(deps.store, record)
+    attached = deps.store.attach(
+        run.review_id,
+        run.commit,
+        run.generation,
+        run.trigger,
+        digest,
+        final.model_copy(update={"digest": digest}),
+        deps.clock.now(),
+    )
+    if not attached:
+        _publish_unattached(deps, run, final)
+    return {"attached": attached, "digest": digest, "status": status}
+
+
+def _publish_unattached(deps: RunnerDeps, run: RunRef, final: ReceiptSummary) -> None:
+    """Attach refused (the claim lapsed): the run ends visibly with no digest."""
+    deps.store.update_summary(run.review_id, run.generation, final)
+
+
+def _finalize_invalid(deps: RunnerDeps, run: RunRef, message: str) -> dict[str, Any]:
+    row = SummaryCheck(
+        name=CONFIG_CHECK_NAME,
+        tier="quick",
+        message=message,
+        outcome="infrastructure-error",
+        duration_ms=None,
+    )
+    final = _finished_summary(deps, run, "infrastructure-error", [row])
+    if final is not None:
+        deps.store.update_summary(run.review_id, run.generation, final)
+    return {"attached": False, "status": "infrastructure-error"}
+
+
+def _finalize_infrastructure_error(deps: RunnerDeps, run: RunRef) -> dict[str, Any]:
+    """The catch-all: a static message, no digest, every unfinished check marked."""
+    summary = _current_summary(deps, run)
+    if summary is None:
+        return {"attached": False, "status": "infrastructure-error"}
+    rows = [_failed_row(row) for row in summary.checks]
+    final = _finished_summary(deps, run, "infrastructure-error", rows)
+    if final is not None:
+        deps.store.update_summary(run.review_id, run.generation, final)
+    return {"attached": False, "status": "infrastructure-error"}
+
+
+def _failed_row(row: SummaryCheck) -> SummaryCheck:
+    if row.outcome != "running":
+        return row
+    return row.model_copy(
+        update={"outcome": "infrastructure-error", "message": INFRASTRUCTURE_MESSAGE}
+    )
