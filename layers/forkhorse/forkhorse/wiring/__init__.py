@@ -1,0 +1,1 @@
+"""Where adapters are wired to ports: local mode here, AWS in the Lambda handlers."""

@@ -1,0 +1,75 @@
+"""Local mode's adapters, wired once: SQLite, disk git, bubblewrap, podman, in-process events.
+
+All state lives under one home directory. `forkhorse serve` and the tests build the same
+`LocalRuntime`, so what the tests exercise is what a user runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkhorse.adapters.containers.images import ImageRegistry
+from forkhorse.adapters.containers.podman import PodmanContainerPort
+from forkhorse.adapters.events import InProcessEventBus
+from forkhorse.adapters.git.disk import DiskGitHost
+from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
+from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.ports.clock import Clock, SystemClock
+from forkhorse.ports.containers import ContainerPort
+from forkhorse.ports.sandbox import QuickSandbox
+from forkhorse.runner.steps import RunnerDeps, discard_checkouts, exported_checkout
+from forkhorse.runner.supervisor import LocalSupervisor
+
+CHECKOUTS_DIR = "checkouts"
+HISTORY_DIR = "history"
+
+
+@dataclass
+class LocalRuntime:
+    home: Path
+    store: SqliteStore
+    git: DiskGitHost
+    events: InProcessEventBus
+    images: ImageRegistry
+    deps: RunnerDeps
+    supervisor: LocalSupervisor
+
+    def close(self) -> None:
+        self.supervisor.shutdown()
+        self.store.close()
+
+
+def build_local_runtime(
+    home: Path,
+    *,
+    clock: Clock | None = None,
+    sandbox: QuickSandbox | None = None,
+    containers: ContainerPort | None = None,
+    images: ImageRegistry | None = None,
+    workers: int = 2,
+) -> LocalRuntime:
+    """Wire local mode under `home`. Recover before accepting work: interrupted runs
+    become infrastructure errors and orphan containers are destroyed."""
+    home.mkdir(parents=True, exist_ok=True)
+    checkouts = home / CHECKOUTS_DIR
+    checkouts.mkdir(exist_ok=True)
+    store = SqliteStore(home)
+    git = DiskGitHost(home)
+    registry = images or ImageRegistry(home)
+    deps = RunnerDeps(
+        store=store,
+        git=git,
+        sandbox=sandbox or BwrapSandbox(),
+        containers=containers or PodmanContainerPort(home, registry),
+        clock=clock or SystemClock(),
+        checkout_source=exported_checkout(checkouts),
+    )
+    supervisor = LocalSupervisor(
+        deps,
+        home / HISTORY_DIR,
+        workers=workers,
+        cleanup=lambda execution: discard_checkouts(checkouts, execution),
+    )
+    supervisor.recover()
+    return LocalRuntime(home, store, git, InProcessEventBus(), registry, deps, supervisor)
