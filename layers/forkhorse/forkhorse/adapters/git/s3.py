@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import io
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from botocore.exceptions import ClientError
 from dulwich.object_store import BucketBasedObjectStore
 from dulwich.objects import ObjectID
-from dulwich.pack import Pack, PackData, PackIndex, load_pack_index_file
+from dulwich.pack import (
+    Pack,
+    PackData,
+    PackIndex,
+    PackInflater,
+    PackStreamCopier,
+    load_pack_index_file,
+)
 from dulwich.refs import Ref, RefsContainer, SymrefLoop
 
 from forkhorse.adapters.git.store import HEAD, ZERO_SHA, DulwichGitStore
@@ -32,6 +39,28 @@ _SYMREF = b"ref: "
 _REF_PREFIX = "REF#"
 _META = "META"
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+_SPOOL_BYTES = 8 * 1024 * 1024
+
+
+class PushTooLarge(OSError):
+    """The pushed pack is larger than the configured receive limit."""
+
+
+def _bounded(read: Callable[[int], bytes], limit: int | None) -> Callable[[int], bytes]:
+    """Count bytes read from the wire and stop past `limit` (git's receive.maxInputSize)."""
+    if limit is None:
+        return read
+    consumed = 0
+
+    def bounded(size: int) -> bytes:
+        nonlocal consumed
+        data = read(size)
+        consumed += len(data)
+        if consumed > limit:
+            raise PushTooLarge(f"The pushed pack is larger than {limit} bytes.")
+        return data
+
+    return bounded
 
 
 class S3PackObjectStore(BucketBasedObjectStore):
@@ -73,6 +102,26 @@ class S3PackObjectStore(BucketBasedObjectStore):
     def _remove_pack_by_name(self, name: str) -> None:
         for extension in ("idx", "pack"):
             self._s3.delete_object(Bucket=self._bucket, Key=f"{self._prefix}{name}.{extension}")
+
+    def add_thin_pack(
+        self,
+        read_all: Callable[[int], bytes],
+        read_some: Callable[[int], bytes] | None,
+        progress: Callable[..., None] | None = None,
+        *,
+        max_input_size: int | None = None,
+    ) -> None:
+        """Receive a pushed (thin) pack, resolve its external bases, store a complete pack."""
+        limit = max_input_size or None
+        read_all, read_some = _bounded(read_all, limit), _bounded(read_some or read_all, limit)
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as incoming:
+            copier = PackStreamCopier(self.object_format.hash_func, read_all, read_some, incoming)
+            copier.verify()
+            incoming.seek(0)
+            with PackData("incoming.pack", self.object_format, incoming) as data:
+                inflater = PackInflater.for_pack_data(data, resolve_ext_ref=self.get_raw)
+                objects = [(obj, None) for obj in inflater]
+        self.add_objects(objects)
 
     def _download(self, name: str, extension: str) -> bytes:
         body = self._s3.get_object(Bucket=self._bucket, Key=f"{self._prefix}{name}.{extension}")
