@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Modules exposing `register(subparsers)`; each adds its subcommands and sets `func`.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("forkhorse.flow.cli",)
 
 
 def build_parser() -> argparse.ArgumentParser:
