@@ -1,7 +1,8 @@
 """The quick-check harness: the trusted start of each sandboxed child.
 
-It runs as `python3 -I -S -c <this source> <fd>` with the capability socket preopened as <fd>,
-and imports only builtin modules until the check itself asks for more, because every import is
+It runs in `python3 -I -S -c <bootstrap> <fd>`, with the capability socket preopened as <fd>;
+the bootstrap receives this module compiled by the parent and runs it. It imports only builtin
+modules until the check itself asks for more, because every import is
 start-up time. It sets the rlimits, empties the environment, fetches the module SOURCE from
 the snapshot through the capability (the parent counts it in the budget), runs it unchanged,
 and reports the verdict on that socket only. stdout and stderr are just logs: nothing printed there
