@@ -439,6 +439,45 @@ class DynamoDbStore:
         )
         return self._write_execution(review_id, execution, "attribute_exists(pk)", {})
 
+    def retarget_review(
+        self,
+        review_id: str,
+        expected_commit: str,
+        commit: str,
+        generation: str,
+        summary: ReceiptSummary,
+    ) -> bool:
+        review = self.get_review(review_id)
+        if review is None or review.commit != expected_commit:
+            return False
+        execution = Execution(
+            generation=generation,
+            commit=commit,
+            trigger="review-created",
+            summary=summary.model_copy(update={"digest": None}),
+        )
+        moved = review.model_copy(update={"commit": commit})
+        update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": _review_key(review_id),
+                # A fresh execution has no digest, so its update ends in "REMOVE execDigest".
+                "UpdateExpression": self._execution_update(execution).replace(
+                    "SET ", "SET reviewCommit = :newCommit, #data = :data, ", 1
+                )
+                + ", approval",
+                "ConditionExpression": "reviewCommit = :oldCommit",
+                "ExpressionAttributeNames": {"#data": "data"},
+                "ExpressionAttributeValues": {
+                    **self._execution_attributes(execution),
+                    ":newCommit": _s(commit),
+                    ":oldCommit": _s(expected_commit),
+                    ":data": _s(moved.model_dump_json(exclude={"execution", "approval"})),
+                },
+            }
+        }
+        return self._transact(update, self._running_marker(review_id, execution))
+
     def update_summary(self, review_id: str, generation: str, summary: ReceiptSummary) -> bool:
         require_no_digest(summary)
         review = self.get_review(review_id)

@@ -325,6 +325,28 @@ class SqliteStore:
             self._save_review(conn, review.model_copy(update={"execution": execution}))
             return True
 
+    def retarget_review(
+        self,
+        review_id: str,
+        expected_commit: str,
+        commit: str,
+        generation: str,
+        summary: ReceiptSummary,
+    ) -> bool:
+        execution = Execution(
+            generation=generation,
+            commit=commit,
+            trigger="review-created",
+            summary=summary.model_copy(update={"digest": None}),
+        )
+        with self._write() as conn:
+            review = self._review_in(conn, review_id)
+            if review is None or review.commit != expected_commit:
+                return False
+            moved = {"commit": commit, "approval": None, "execution": execution}
+            self._save_review(conn, review.model_copy(update=moved))
+            return True
+
     def update_summary(self, review_id: str, generation: str, summary: ReceiptSummary) -> bool:
         require_no_digest(summary)
         with self._write() as conn:

@@ -126,6 +126,8 @@ class Review(_State):
     agent_id: str
     commit: str
     created_at: AwareDatetime
+    # A push to the fork moves the review to the new head (while the claim is live).
+    follow_pushes: bool = False
     execution: Execution | None = None
     approval: Approval | None = None
 
@@ -139,6 +141,7 @@ class InvalidatedExecution(_State):
 
 
 PromotionState = Literal["pending", "uncertain", "done", "failed"]
+PromotionMode = Literal["required", "advisory"]
 SettledState = Literal["uncertain", "done", "failed"]
 OPEN_PROMOTION_STATES: frozenset[PromotionState] = frozenset({"pending", "uncertain"})
 
@@ -152,6 +155,8 @@ class Promotion(_State):
     commit: str
     state: PromotionState = "pending"
     digest: str | None = None
+    # Whether receipts gated this promote (the project's setting when it began).
+    mode: PromotionMode | None = None
     started_at: AwareDatetime
     settled_at: AwareDatetime | None = None
 

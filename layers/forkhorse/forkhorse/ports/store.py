@@ -117,6 +117,19 @@ class Store(Protocol):
         """Replace the current execution; its digest starts cleared. False if no such review."""
         ...
 
+    def retarget_review(
+        self,
+        review_id: str,
+        expected_commit: str,
+        commit: str,
+        generation: str,
+        summary: ReceiptSummary,
+    ) -> bool:
+        """Move a review from `expected_commit` to `commit` (a followed push): clear the
+        owner's consent, which belongs to one commit, and start a `review-created`
+        execution. False if the review is unknown or no longer at `expected_commit`."""
+        ...
+
     def update_summary(self, review_id: str, generation: str, summary: ReceiptSummary) -> bool:
         """Publish progress or a digest-less final summary.
 
