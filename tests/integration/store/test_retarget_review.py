@@ -11,7 +11,8 @@ NEW = "b" * 40
 
 def _approve(store: Store) -> None:
     review = store.get_review("r1")
-    assert review is not None and review.execution is not None
+    assert review is not None
+    assert review.execution is not None
     approval = Approval(
         commit=COMMIT,
         owner_id="owner",
@@ -29,7 +30,8 @@ def test_retarget_moves_commit_clears_consent_and_starts_a_run(store: Store) -> 
     summary = running_summary("review-created", T0)
     assert store.retarget_review("r1", COMMIT, NEW, "g2", summary)
     review = store.get_review("r1")
-    assert review is not None and review.execution is not None
+    assert review is not None
+    assert review.execution is not None
     assert review.commit == NEW
     assert review.approval is None
     assert (review.execution.generation, review.execution.commit) == ("g2", NEW)
@@ -45,7 +47,8 @@ def test_retarget_is_a_compare_and_set_on_the_old_commit(store: Store) -> None:
     assert not store.retarget_review("r1", COMMIT, "c" * 40, "g3", summary)
     assert not store.retarget_review("missing", COMMIT, NEW, "g4", summary)
     review = store.get_review("r1")
-    assert review is not None and review.execution is not None
+    assert review is not None
+    assert review.execution is not None
     assert (review.commit, review.execution.generation) == (NEW, "g2")
     # The old generation can no longer attach; the new one is current and running.
     assert store.invalidate_running(T0)[0].generation == "g2"
