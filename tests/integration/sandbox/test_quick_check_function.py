@@ -1,0 +1,116 @@
+"""QuickCheckFunction's handler end to end: moto S3 packs, the real Lambda quick sandbox."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import boto3
+import pytest
+from conftest import BRAND
+from dulwich.repo import Repo
+from forkhorse.adapters.git.s3 import S3GitHost
+from moto import mock_aws
+
+from tests.support.aws import create_table_from_template
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+BUCKET = "quick-git"
+CHECK = {"name": "brand", "tier": "quick", "module": ".forkhorse/quick/brand.py"}
+
+
+@pytest.fixture
+def function(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, S3GitHost]]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "BUCKET_NAME": BUCKET,
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        dynamodb = boto3.client("dynamodb")
+        monkeypatch.setenv("TABLE_NAME", create_table_from_template(dynamodb))
+        spec = importlib.util.spec_from_file_location(
+            "quick_check_app", REPO_ROOT / "functions/quick_check/app.py"
+        )
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module, S3GitHost(boto3.client("s3"), dynamodb, BUCKET, os.environ["TABLE_NAME"])
+
+
+def _push(host: S3GitHost, tmp_path: Path, brand: str) -> str:
+    work = tmp_path / "work"
+    (work / ".forkhorse/quick").mkdir(parents=True)
+    (work / "brand.json").write_text(brand)
+    (work / ".forkhorse/quick/brand.py").write_text(
+        (REPO_ROOT / ".forkhorse/quick/brand.py").read_text()
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(work),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "c"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True)
+    store = host.store("demo")
+    with Repo(str(work)) as repo:
+        store.objects.add_objects([(repo.object_store[s], None) for s in repo.object_store])
+        return repo.head().decode()
+
+
+def test_the_handler_runs_the_brand_check(
+    function: tuple[ModuleType, S3GitHost], tmp_path: Path
+) -> None:
+    app, host = function
+    commit = _push(host, tmp_path, BRAND)
+    result = app.handler({"project": "demo", "commit": commit, "check": CHECK})
+    record = result["record"]
+    assert (record["outcome"], record["platform"], record["runtime"]) == (
+        "passed",
+        "aws-lambda",
+        "dynamic-worker",
+    )
+    assert record["imageDigest"].startswith("module:sha256:")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"project": "demo", "commit": "nope", "check": CHECK},
+        {"project": "demo", "commit": "0" * 40, "check": {**CHECK, "tier": "full"}},
+        {"project": "demo", "commit": "0" * 40, "check": {**CHECK, "image": "default"}},
+        {"commit": "0" * 40, "check": CHECK},
+        {"project": "demo", "commit": "0" * 40},
+    ],
+)
+def test_a_bad_event_is_an_infrastructure_error(
+    function: tuple[ModuleType, S3GitHost], event: dict[str, object]
+) -> None:
+    app, _ = function
+    record = app.handler(event)["record"]
+    assert (record["outcome"], record["message"]) == (
+        "infrastructure-error",
+        "The quick-check request is invalid.",
+    )
+    assert record["imageDigest"] == ""
+
+
+def test_a_missing_commit_fails_closed(function: tuple[ModuleType, S3GitHost]) -> None:
+    app, _ = function
+    record = app.handler({"project": "demo", "commit": "0" * 40, "check": CHECK})["record"]
+    assert (record["outcome"], record["message"]) == (
+        "infrastructure-error",
+        "The snapshot could not be opened.",
+    )
