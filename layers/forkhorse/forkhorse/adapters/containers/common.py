@@ -18,6 +18,9 @@ LABEL_PREFIX = "forkhorse."
 MANAGED_LABEL = "forkhorse.managed"
 EXECUTION_LABEL = "forkhorse.execution"
 CHECK_LABEL = "forkhorse.check"
+# Several deployments (a service, a test session) may share one podman: orphan cleanup only
+# ever touches containers of its own deployment.
+DEPLOYMENT_LABEL = "forkhorse.deployment"
 
 
 def labels_for(spec: ContainerSpec) -> dict[str, str]:

@@ -60,8 +60,8 @@ class ImageRegistry:
     def entries(self) -> dict[str, str]:
         try:
             document = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
+        except (FileNotFoundError, ValueError):
+            return {}  # missing or corrupt: every name is unresolved, so checks fail closed
         if not isinstance(document, dict):
             return {}
         return {str(name): str(ref) for name, ref in document.items()}

@@ -8,6 +8,7 @@ read, so nothing unbounded lands on disk or in memory. Exit codes come from `pod
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -20,8 +21,8 @@ from typing import Any
 
 from forkhorse.adapters.containers.common import (
     CHECK_LABEL,
+    DEPLOYMENT_LABEL,
     EXECUTION_LABEL,
-    MANAGED_LABEL,
     Attempts,
     container_name,
     execution_of_name,
@@ -78,6 +79,7 @@ class PodmanContainerPort:
         limits: PodmanLimits | None = None,
     ) -> None:
         self._runs_dir = state_dir / RUNS_DIR
+        self.deployment = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:16]
         self._images = images or ImageRegistry(state_dir)
         self._podman = podman or Podman()
         self._limits = limits or PodmanLimits()
@@ -150,10 +152,9 @@ class PodmanContainerPort:
 
     def _create_args(self, spec: ContainerSpec, name: str, workspace: Path) -> list[str]:
         limits = self._limits
+        labels = labels_for(spec) | {DEPLOYMENT_LABEL: self.deployment}
         label_flags = [
-            flag
-            for key, value in labels_for(spec).items()
-            for flag in ("--label", f"{key}={value}")
+            flag for key, value in labels.items() for flag in ("--label", f"{key}={value}")
         ]
         return [
             "create",
@@ -283,7 +284,7 @@ class PodmanContainerPort:
 
     def cleanup_orphans(self, live_executions: frozenset[str]) -> list[str]:
         removed = []
-        for container in self._list_containers(f"label={MANAGED_LABEL}=true"):
+        for container in self._list_containers(f"label={DEPLOYMENT_LABEL}={self.deployment}"):
             if container["Labels"].get(EXECUTION_LABEL) not in live_executions:
                 self._remove(container["Id"])
                 removed.append(container["Id"])
