@@ -52,6 +52,7 @@ from forkhorse.ports.containers import (
     ContainerPort,
     ContainerSpec,
 )
+from forkhorse.ports.evidence import EvidenceDrop
 from forkhorse.ports.git import ArchiveLink, GitHost, Snapshot
 from forkhorse.ports.sandbox import QuickSandbox
 from forkhorse.ports.store import Store
@@ -71,6 +72,7 @@ class RunnerDeps:
     git: GitHost
     sandbox: QuickSandbox
     containers: ContainerPort
+    evidence: EvidenceDrop
     clock: Clock
     # Full checks see the exact checkout: a host directory (podman) or an archive link (Fargate).
     checkout_source: Callable[[Snapshot, str], Path | ArchiveLink]
@@ -203,10 +205,23 @@ def _invalid(message: str) -> dict[str, Any]:
 
 
 def quick(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
-    """Run one quick check in a fresh sandbox and store its evidence."""
+    """Run one quick check in a fresh sandbox and drop its evidence for `quick_record`.
+
+    On AWS this is the only step inside the isolated quick-check Lambda: it reads the
+    snapshot and writes the drop, and touches nothing else.
+    """
     run = RunRef.model_validate(event["run"])
     definition = QuickCheckDef.model_validate(event["check"])
     record = deps.sandbox.run_check(_open_snapshot(deps, run), definition)
+    return {"run": event["run"], "name": record.name, "evidence": deps.evidence.put(record)}
+
+
+def quick_record(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """Move a quick check's dropped evidence into the Store and show it on /state."""
+    run = RunRef.model_validate(event["run"])
+    record = deps.evidence.take(event["evidence"])
+    if record.name != event["name"] or record.tier != "quick":
+        raise LookupError("the dropped evidence is not this quick check's")
     _publish_check_result(deps, run, record)
     return _step_result(deps, record)
 

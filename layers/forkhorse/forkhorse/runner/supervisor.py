@@ -172,7 +172,8 @@ class _Execution:
         return results
 
     def _quick(self, item: dict[str, Any]) -> dict[str, Any]:
-        return self._task("QuickCheck", steps.quick, item)
+        dropped = self._task("QuickCheck", steps.quick, item)
+        return self._task("QuickRecord", steps.quick_record, dropped)
 
     def _full(self, item: dict[str, Any]) -> dict[str, Any]:
         name = item["check"]["name"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.adapters.events import InProcessEventBus
+from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.adapters.sqlite_store import SqliteStore
@@ -62,6 +63,7 @@ def build_local_runtime(
         git=git,
         sandbox=sandbox or BwrapSandbox(),
         containers=containers or PodmanContainerPort(home, registry),
+        evidence=StoreEvidenceDrop(store),
         clock=clock or SystemClock(),
         checkout_source=exported_checkout(checkouts),
     )
