@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import os
 import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import PROJECT, Served, commit_all, git, new_repo
@@ -163,4 +165,27 @@ def test_an_empty_canonical_accepts_only_the_owner_import(served: Served, tmp_pa
     (source / "a").write_text("a")
     commit_all(source)
     assert "403" in push(served, source, "agent-a-token")
+    assert served.store.refs() == {}
+
+
+def test_a_push_over_the_request_limit_is_refused_and_changes_nothing(
+    tmp_path: Path, serve_app: Any
+) -> None:
+    from conftest import Directory, Served
+    from forkhorse.adapters.events import InProcessEventBus
+    from forkhorse.adapters.git.disk import DiskGitHost
+    from forkhorse.adapters.git.http import GitHttpApp
+    from forkhorse.domain.git_access import GitPrincipal
+
+    directory = Directory(tokens={"owner-token": GitPrincipal("owner-1", "owner")})
+    host = DiskGitHost(tmp_path / "state")
+    host.store(PROJECT).create_canonical()
+    events = InProcessEventBus()
+    app = GitHttpApp(host, directory.resolve, directory.lookup, events, max_request_bytes=4096)
+    served = Served(serve_app(app), host, events, directory)
+    source = new_repo(tmp_path / "big")
+    (source / "noise.bin").write_bytes(os.urandom(64 * 1024))
+    commit_all(source)
+    output = push(served, source, "owner-token")
+    assert "error" in output.lower() or "fatal" in output.lower()
     assert served.store.refs() == {}

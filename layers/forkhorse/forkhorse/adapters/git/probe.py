@@ -40,7 +40,7 @@ _TYPE_NAMES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 class ObjectProbe:
     type_num: int
     size: int
-    prefix: bytes | None  # None: the prefix needs full materialization (a delta)
+    prefix: bytes | None  # None: a delta, whose prefix needs the whole chain resolved
 
 
 def probe_object(store: BaseObjectStore, sha: str, limit: int) -> ObjectProbe:
@@ -54,14 +54,6 @@ def probe_object(store: BaseObjectStore, sha: str, limit: int) -> ObjectProbe:
     if isinstance(store, DiskObjectStore):
         return _probe_loose(store, hexsha, limit)
     raise SnapshotUnavailable()
-
-
-def object_prefix(store: BaseObjectStore, sha: str, limit: int) -> bytes:
-    """The first `limit` bytes of an object, materializing it in full only for deltas."""
-    probe = probe_object(store, sha, limit)
-    if probe.prefix is not None:
-        return probe.prefix
-    return read_raw(store, sha)[:limit]
 
 
 def read_raw(store: BaseObjectStore, sha: str) -> bytes:

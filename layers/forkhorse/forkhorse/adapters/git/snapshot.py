@@ -28,7 +28,7 @@ from dulwich.errors import ObjectFormatException
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Commit, Tree
 
-from forkhorse.adapters.git.probe import object_prefix, probe_object, read_raw
+from forkhorse.adapters.git.probe import ObjectProbe, probe_object, read_raw
 from forkhorse.domain.snapshot import (
     BINARY_SAMPLE_BYTES,
     MAX_PATH_LEVELS,
@@ -81,6 +81,7 @@ class DulwichSnapshot:
         self._commit = commit
         self._trees: dict[str, TreeListing] = {}
         self._stats: dict[str, FileStat] = {}
+        self._headers: dict[str, ObjectProbe] = {}
         self._tree = self._commit_tree(commit)
 
     @property
@@ -104,19 +105,31 @@ class DulwichSnapshot:
         self._trees[tree_sha] = listing
         return listing
 
-    def blob_size(self, sha: str) -> int:
-        with self._lock:
-            probe = probe_object(self._objects, sha, 0)
-        if probe.type_num != _BLOB:
-            raise SnapshotUnavailable()
-        return probe.size
-
-    def blob_stat(self, sha: str) -> FileStat:
-        cached = self._stats.get(sha)
+    def blob_header(self, sha: str) -> ObjectProbe:
+        """Type and size from the object header only (no content), cached per blob."""
+        cached = self._headers.get(sha)
         if cached is None:
             with self._lock:
-                sample = object_prefix(self._objects, sha, BINARY_SAMPLE_BYTES)
-            cached = FileStat(size=self.blob_size(sha), binary=b"\0" in sample)
+                cached = probe_object(self._objects, sha, 0)
+            if cached.type_num != _BLOB:
+                raise SnapshotUnavailable()
+            self._headers[sha] = cached
+        return cached
+
+    def blob_size(self, sha: str) -> int:
+        return self.blob_header(sha).size
+
+    def blob_stat(self, sha: str) -> FileStat:
+        """Size and the binary flag from at most an 8 KiB sample (a delta: see the module)."""
+        cached = self._stats.get(sha)
+        if cached is None:
+            header = self.blob_header(sha)
+            with self._lock:
+                if header.prefix is None:  # a delta: dulwich rebuilds the whole blob
+                    sample = read_raw(self._objects, sha)[:BINARY_SAMPLE_BYTES]
+                else:
+                    sample = probe_object(self._objects, sha, BINARY_SAMPLE_BYTES).prefix or b""
+            cached = FileStat(size=header.size, binary=b"\0" in sample)
             self._stats[sha] = cached
         return FileStat(size=cached["size"], binary=cached["binary"])
 
