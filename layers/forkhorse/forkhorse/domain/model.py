@@ -155,8 +155,10 @@ class Promotion(_State):
     commit: str
     state: PromotionState = "pending"
     digest: str | None = None
-    # Whether receipts gated this promote (the project's setting when it began).
+    # Whether receipts gated this promote (the project's setting when it began), and the
+    # canonical head it moves from, so an uncertain outcome can be reconciled.
     mode: PromotionMode | None = None
+    previous_head: str | None = None
     started_at: AwareDatetime
     settled_at: AwareDatetime | None = None
 

@@ -1,0 +1,111 @@
+"""Approval: owner consent for one exact commit, gated in required mode."""
+
+from __future__ import annotations
+
+from forkhorse import records
+from forkhorse.domain.canonical import RecordCorruptedError
+from forkhorse.domain.checks import CHECKS_PATH, InvalidChecksConfig, QuickCheckDef, parse_checks
+from forkhorse.domain.gate import Definitions, GateEvidence, validate_required
+from forkhorse.domain.model import Approval, Review
+from forkhorse.domain.receipts import ReceiptRecord, Trigger
+from forkhorse.domain.snapshot import SnapshotBudget, SnapshotError
+from forkhorse.ports.git import GitStore
+from forkhorse.service.context import Context
+from forkhorse.service.errors import Conflict
+from forkhorse.service.identity import Caller
+from forkhorse.service.views import Json, approval_json
+
+GATE_REFUSED = "The receipt does not satisfy the required gate."
+
+
+def gather_evidence(
+    context: Context,
+    review: Review,
+    commit: str,
+    *,
+    expected_generation: str | None = None,
+    expected_trigger: Trigger | None = None,
+) -> GateEvidence:
+    """Read what the gate judges: the attached record (verified by digest) and the exact
+    commit's checks and quick module sources, read again from that commit."""
+    execution = review.execution
+    record: ReceiptRecord | None = None
+    altered = False
+    if execution is not None and execution.digest is not None:
+        try:
+            record = records.get_record(context.store, execution.digest)
+        except RecordCorruptedError:
+            altered = True
+    definitions, sources = _definitions(context.repos(review.project_id), commit)
+    return GateEvidence(
+        review_id=review.id,
+        project_id=review.project_id,
+        commit=commit,
+        review_commit=review.commit,
+        execution=execution,
+        record=record,
+        definitions=definitions,
+        module_sources=sources,
+        record_altered=altered,
+        expected_generation=expected_generation,
+        expected_trigger=expected_trigger,
+    )
+
+
+def _definitions(repos: GitStore, commit: str) -> tuple[Definitions, dict[str, str | None]]:
+    try:
+        reader = repos.open_snapshot(commit).reader(SnapshotBudget())
+        text = reader.read(CHECKS_PATH)
+        if text is None:
+            return Definitions(absent=True), {}
+        checks = parse_checks(text)
+    except (SnapshotError, KeyError, ValueError) as unreadable:
+        message = unreadable.message if isinstance(unreadable, InvalidChecksConfig) else None
+        return Definitions(error=message or "the commit could not be read."), {}
+    sources: dict[str, str | None] = {}
+    for check in checks:
+        if isinstance(check, QuickCheckDef):
+            sources[check.module] = _read_or_none(repos, commit, check.module)
+    return Definitions(checks=checks), sources
+
+
+def _read_or_none(repos: GitStore, commit: str, path: str) -> str | None:
+    try:
+        return repos.open_snapshot(commit).reader(SnapshotBudget()).read(path)
+    except SnapshotError:
+        return None
+
+
+class Approvals:
+    def __init__(self, context: Context) -> None:
+        self._c = context
+
+    def approve(self, caller: Caller, project_id: str, review_id: str, commit: str) -> Json:
+        project = self._c.owned_project(caller, project_id, "approve reviews")
+        review = self._c.project_review(project, review_id)
+        if review.commit != commit:
+            raise Conflict(f"The review is at commit {review.commit}, not {commit}.")
+        if review.approval is not None and review.approval.commit == commit:
+            raise Conflict("This commit is already approved.")
+        self._c.require_live_claim(review)
+        self._c.require_fork_head(review, commit)
+        required = project.effective_settings.require_receipt
+        if required:
+            reasons = validate_required(gather_evidence(self._c, review, commit))
+            if reasons:
+                raise Conflict(GATE_REFUSED, reasons=reasons)
+        execution = review.execution
+        generation = None if execution is None else execution.generation
+        digest = None if execution is None else execution.digest
+        approval = Approval(
+            commit=commit,
+            owner_id=caller.id,
+            approved_at=self._c.clock.now(),
+            generation=generation,
+            digest=digest,
+            require_receipt=required,
+        )
+        # The compare: consent binds to the receipt the gate just judged.
+        if not self._c.store.approve(review.id, approval, digest, generation):
+            raise Conflict("The review's receipt changed while approving; try again.")
+        return {"approval": approval_json(approval)}

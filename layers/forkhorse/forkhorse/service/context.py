@@ -1,0 +1,108 @@
+"""What every use case shares: the ports, the settings and the access rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from forkhorse.domain.model import Fork, Project, Review
+from forkhorse.ports.clock import Clock
+from forkhorse.ports.git import GitHost, GitStore
+from forkhorse.ports.orchestrator import Orchestrator
+from forkhorse.ports.store import Store
+from forkhorse.service.errors import (
+    PROJECT_NOT_FOUND,
+    REVIEW_NOT_FOUND,
+    Conflict,
+    Forbidden,
+    NotFound,
+)
+from forkhorse.service.identity import Caller
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    public_url: str = "http://127.0.0.1:8787"
+    claim_ttl: timedelta = timedelta(hours=2)
+    # How long a promote request waits for its job before answering 202.
+    promote_wait_seconds: float = 25.0
+    # The longest a before-promote run may take; past it the promote fails closed.
+    promote_run_timeout_seconds: float = 1800.0
+    # The workflow lease outlives the longest run, so it never lapses mid-promote.
+    lease_ttl: timedelta = timedelta(minutes=40)
+
+
+@dataclass(frozen=True)
+class Context:
+    store: Store
+    git: GitHost
+    orchestrator: Orchestrator
+    clock: Clock
+    settings: ServiceSettings
+
+    # --- roles ----------------------------------------------------------------------
+    @staticmethod
+    def require_owner(caller: Caller, action: str) -> None:
+        if not caller.is_owner:
+            raise Forbidden(f"Only an owner may {action}.")
+
+    @staticmethod
+    def require_agent(caller: Caller, action: str) -> None:
+        if not caller.is_agent:
+            raise Forbidden(f"Only an agent may {action}.")
+
+    # --- lookups that also decide visibility -----------------------------------------
+    def owned_project(self, caller: Caller, project_id: str, action: str) -> Project:
+        """The caller's own project; another owner's project reads as unknown."""
+        self.require_owner(caller, action)
+        project = self.store.get_project(project_id)
+        if project is None or project.owner_id != caller.id:
+            raise NotFound(PROJECT_NOT_FOUND)
+        return project
+
+    def member_project(self, caller: Caller, project_id: str, action: str) -> Project:
+        self.require_agent(caller, action)
+        project = self.store.get_project(project_id)
+        if project is None:
+            raise NotFound(PROJECT_NOT_FOUND)
+        if not self.store.is_member(project_id, caller.id):
+            raise Forbidden("This agent is not a member of the project.")
+        return project
+
+    def visible_project(self, caller: Caller, project_id: str, action: str) -> Project:
+        if caller.is_owner:
+            return self.owned_project(caller, project_id, action)
+        return self.member_project(caller, project_id, action)
+
+    def project_review(self, project: Project, review_id: str) -> Review:
+        review = self.store.get_review(review_id)
+        if review is None or review.project_id != project.id:
+            raise NotFound(REVIEW_NOT_FOUND)
+        return review
+
+    def fork_of(self, project: Project, fork_id: str) -> Fork:
+        fork = self.store.get_fork(project.id, fork_id)
+        if fork is None:
+            raise NotFound("Fork not found.")
+        return fork
+
+    def repos(self, project_id: str) -> GitStore:
+        return self.git.store(project_id)
+
+    # --- facts both workflows recheck --------------------------------------------------
+    def require_live_claim(self, review: Review) -> None:
+        claim = self.store.live_claim(review.packet_id, self.clock.now())
+        if claim is None or claim.agent_id != review.agent_id:
+            raise Conflict("The agent's claim on the review's packet is not live.")
+
+    def require_fork_head(self, review: Review, commit: str) -> None:
+        head = self.repos(review.project_id).head(review.fork_id)
+        if head != commit:
+            raise Conflict(f"The fork's head is {head}, not commit {commit}.")
+
+    def require_fast_forward(self, project_id: str, commit: str) -> str | None:
+        """Canonical's head, if `commit` fast-forwards it (an empty canonical takes anything)."""
+        head = self.repos(project_id).head()
+        if head is not None and not self.repos(project_id).is_ancestor(head, commit):
+            raise Conflict(f"Commit {commit} does not fast-forward canonical ({head}).")
+        return head

@@ -1,0 +1,46 @@
+"""Refusals with the HTTP status they map to and one clear sentence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    status = 400
+
+    def __init__(self, message: str, *, reasons: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reasons = reasons
+
+    def body(self) -> dict[str, Any]:
+        """The wire error: always `{"error": "<sentence>"}`, with `reasons` when a gate refuses."""
+        body: dict[str, Any] = {"error": self.message}
+        if self.reasons is not None:
+            body["reasons"] = self.reasons
+        return body
+
+
+class BadRequest(ServiceError):
+    status = 400
+
+
+class Unauthorized(ServiceError):
+    status = 401
+
+
+class Forbidden(ServiceError):
+    status = 403
+
+
+class NotFound(ServiceError):
+    status = 404
+
+
+class Conflict(ServiceError):
+    status = 409
+
+
+CHECKS_FAILED_BEFORE_PROMOTE = "Checks failed before promote."
+PROJECT_NOT_FOUND = "Project not found."
+REVIEW_NOT_FOUND = "Review not found."

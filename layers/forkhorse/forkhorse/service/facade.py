@@ -1,0 +1,46 @@
+"""One object per deployment: the use cases, sharing one context."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor, ThreadPoolExecutor
+
+from forkhorse.ports.clock import Clock
+from forkhorse.ports.git import GitHost
+from forkhorse.ports.orchestrator import Orchestrator
+from forkhorse.ports.store import Store
+from forkhorse.service.approvals import Approvals
+from forkhorse.service.context import Context, ServiceSettings
+from forkhorse.service.identity import Caller, token_hash
+from forkhorse.service.projects import Projects
+from forkhorse.service.promotions import Promotions
+from forkhorse.service.reviews import Reviews
+
+__all__ = ["Service", "ServiceSettings"]
+
+
+class Service:
+    def __init__(
+        self,
+        store: Store,
+        git: GitHost,
+        orchestrator: Orchestrator,
+        clock: Clock,
+        settings: ServiceSettings | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self.context = Context(store, git, orchestrator, clock, settings or ServiceSettings())
+        self._executor = executor or ThreadPoolExecutor(4, thread_name_prefix="promote")
+        self.projects = Projects(self.context)
+        self.reviews = Reviews(self.context)
+        self.approvals = Approvals(self.context)
+        self.promotions = Promotions(self.context, self._executor)
+
+    def authenticate(self, token: str) -> Caller | None:
+        """The live principal behind a bearer token; None if unknown or revoked."""
+        principal = self.context.store.find_principal_by_token_hash(token_hash(token))
+        if principal is None or principal.revoked:
+            return None
+        return Caller(principal.id, principal.kind)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,170 @@
+"""Projects, agents, members, forks, packets and claims."""
+
+from __future__ import annotations
+
+import re
+
+from forkhorse.domain.model import Claim, Fork, Packet, Principal, Project, ProjectSettings
+from forkhorse.service.context import Context
+from forkhorse.service.errors import Conflict, NotFound
+from forkhorse.service.identity import Caller, new_id, new_token, token_hash
+from forkhorse.service.views import (
+    Json,
+    agent_json,
+    claim_json,
+    done_promotions,
+    fork_json,
+    ledger_json,
+    packet_json,
+    project_json,
+    review_json,
+)
+
+_SLUG_JUNK = re.compile(r"[^a-z0-9]+")
+
+
+def _slug(name: str, fallback: str) -> str:
+    slug = _SLUG_JUNK.sub("-", name.lower()).strip("-")[:40].strip("-")
+    return slug or fallback
+
+
+class Projects:
+    def __init__(self, context: Context) -> None:
+        self._c = context
+
+    # --- principals ------------------------------------------------------------------
+    def create_principal(self, kind: str, name: str) -> tuple[Principal, str]:
+        """A new owner or agent and its token (the token is never stored)."""
+        principal = Principal(
+            kind="owner" if kind == "owner" else "agent",
+            id=new_id(_slug(name, kind)),
+            name=name,
+            created_at=self._c.clock.now(),
+        )
+        token = new_token()
+        if not self._c.store.create_principal(principal, token_hash(token)):
+            raise Conflict("That principal already exists.")
+        return principal, token
+
+    def create_agent(self, caller: Caller, name: str) -> Json:
+        self._c.require_owner(caller, "create agents")
+        agent, token = self.create_principal("agent", name)
+        return {"agent": agent_json(agent), "token": token}
+
+    def revoke_agent(self, caller: Caller, agent_id: str) -> Json:
+        self._c.require_owner(caller, "revoke agents")
+        agent = self._c.store.get_principal(agent_id)
+        if agent is None or agent.kind != "agent":
+            raise NotFound("Agent not found.")
+        self._c.store.revoke_principal(agent_id)
+        return {"agent": {**agent_json(agent), "revoked": True}}
+
+    # --- projects --------------------------------------------------------------------
+    def create_project(self, caller: Caller, name: str, require_receipt: bool) -> Json:
+        self._c.require_owner(caller, "create projects")
+        project = Project(
+            id=new_id(_slug(name, "project")),
+            name=name,
+            owner_id=caller.id,
+            created_at=self._c.clock.now(),
+            settings=ProjectSettings(require_receipt=require_receipt),
+        )
+        self._c.repos(project.id).create_canonical()
+        if not self._c.store.create_project(project):
+            raise Conflict("That project already exists.")
+        return {"project": project_json(project, None, self._c.settings.public_url)}
+
+    def list_projects(self, caller: Caller) -> Json:
+        self._c.require_owner(caller, "list projects")
+        own = [p for p in self._c.store.list_projects() if p.owner_id == caller.id]
+        return {"projects": [self._project_json(project) for project in own]}
+
+    def _project_json(self, project: Project) -> Json:
+        head = self._c.repos(project.id).head()
+        return project_json(project, head, self._c.settings.public_url)
+
+    def set_settings(self, caller: Caller, project_id: str, require_receipt: bool) -> Json:
+        project = self._c.owned_project(caller, project_id, "change settings")
+        settings = ProjectSettings(require_receipt=require_receipt)
+        if not self._c.store.set_settings(project.id, settings):
+            raise NotFound("Project not found.")
+        return {"settings": settings.model_dump(mode="json")}
+
+    def state(self, caller: Caller, project_id: str) -> Json:
+        project = self._c.visible_project(caller, project_id, "read project state")
+        store, base = self._c.store, self._c.settings.public_url
+        repos = self._c.repos(project.id)
+        ledger = store.ledger(project.id)
+        promoted = done_promotions(store.list_promotions(project.id), ledger)
+        now = self._c.clock.now()
+        packets = []
+        for packet in store.list_packets(project.id):
+            claim = store.live_claim(packet.id, now)
+            packets.append({**packet_json(packet), "claim": claim and claim_json(claim)})
+        return {
+            "project": self._project_json(project),
+            "forks": [
+                fork_json(fork, repos.head(fork.id), base) for fork in store.list_forks(project.id)
+            ],
+            "packets": packets,
+            "reviews": [
+                review_json(review, promoted.get(review.id))
+                for review in store.list_reviews(project.id)
+            ],
+            "ledger": [ledger_json(entry) for entry in ledger],
+        }
+
+    # --- members, forks, packets, claims --------------------------------------------
+    def add_member(self, caller: Caller, project_id: str, agent_id: str) -> Json:
+        project = self._c.owned_project(caller, project_id, "add members")
+        agent = self._c.store.get_principal(agent_id)
+        if agent is None or agent.kind != "agent" or agent.revoked:
+            raise NotFound("Agent not found.")
+        self._c.store.add_member(project.id, agent.id)
+        return {"member": {"agentId": agent.id}}
+
+    def create_fork(self, caller: Caller, project_id: str, name: str) -> Json:
+        project = self._c.member_project(caller, project_id, "create forks")
+        fork = Fork(
+            id=new_id(_slug(name, "fork")),
+            project_id=project.id,
+            name=name,
+            owner_agent_id=caller.id,
+            created_at=self._c.clock.now(),
+        )
+        head = self._c.repos(project.id).create_fork(fork.id)
+        if not self._c.store.create_fork(fork):
+            raise Conflict("That fork already exists.")
+        return {"fork": fork_json(fork, head, self._c.settings.public_url)}
+
+    def create_packet(self, caller: Caller, project_id: str, title: str) -> Json:
+        project = self._c.owned_project(caller, project_id, "create packets")
+        packet = Packet(
+            id=new_id("packet"), project_id=project.id, title=title, created_at=self._c.clock.now()
+        )
+        if not self._c.store.create_packet(packet):
+            raise Conflict("That packet already exists.")
+        return {"packet": packet_json(packet)}
+
+    def _packet(self, caller: Caller, project_id: str, packet_id: str, action: str) -> Packet:
+        project = self._c.member_project(caller, project_id, action)
+        packet = self._c.store.get_packet(project.id, packet_id)
+        if packet is None:
+            raise NotFound("Packet not found.")
+        return packet
+
+    def claim(self, caller: Caller, project_id: str, packet_id: str) -> Json:
+        """Claim or renew: a claim is a lease that its holder renews by claiming again."""
+        packet = self._packet(caller, project_id, packet_id, "claim packets")
+        claim: Claim | None = self._c.store.claim_packet(
+            packet.id, caller.id, self._c.settings.claim_ttl, self._c.clock.now()
+        )
+        if claim is None:
+            raise Conflict("Another agent holds a live claim on this packet.")
+        return {"claim": claim_json(claim)}
+
+    def release(self, caller: Caller, project_id: str, packet_id: str) -> Json:
+        packet = self._packet(caller, project_id, packet_id, "release claims")
+        if not self._c.store.release_claim(packet.id, caller.id):
+            raise NotFound("This agent holds no claim on the packet.")
+        return {"claim": None}

@@ -1,0 +1,189 @@
+"""Review requests, receipts, followed pushes and Flow-Next review receipts."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from forkhorse import records
+from forkhorse.domain.canonical import RecordCorruptedError
+from forkhorse.domain.model import Execution, Review
+from forkhorse.domain.receipts import Trigger, running_summary
+from forkhorse.domain.run import RunRef
+from forkhorse.flow.classify import classify_receipt
+from forkhorse.ports.git import DEFAULT_BRANCH
+from forkhorse.service.context import Context
+from forkhorse.service.errors import BadRequest, Conflict, Forbidden, NotFound
+from forkhorse.service.identity import Caller
+from forkhorse.service.views import Json, review_json
+
+log = logging.getLogger(__name__)
+
+NO_RECEIPT = "No receipt is attached to this review."
+
+
+def start_run(context: Context, review: Review, commit: str, trigger: Trigger) -> RunRef:
+    """Reserve a fresh execution (its digest cleared) and start it in the background."""
+    run = RunRef(
+        project_id=review.project_id,
+        review_id=review.id,
+        generation=str(uuid.uuid4()),
+        trigger=trigger,
+        commit=commit,
+    )
+    summary = running_summary(trigger, context.clock.now())
+    if not context.store.start_execution(review.id, commit, trigger, run.generation, summary):
+        raise Conflict("The review disappeared while starting its checks.")
+    context.orchestrator.start_run(run)
+    return run
+
+
+class Reviews:
+    def __init__(self, context: Context) -> None:
+        self._c = context
+
+    def request(
+        self,
+        caller: Caller,
+        project_id: str,
+        packet_id: str,
+        fork_id: str,
+        commit: str,
+        follow_pushes: bool,
+    ) -> Json:
+        """The authority checks, in order, each with its own error; then a fresh run."""
+        project = self._c.member_project(caller, project_id, "request reviews")
+        fork = self._c.fork_of(project, fork_id)
+        if fork.owner_agent_id != caller.id:
+            raise Forbidden("Agents may request reviews only of forks they own.")
+        if self._c.store.get_packet(project.id, packet_id) is None:
+            raise NotFound("Packet not found.")
+        claim = self._c.store.live_claim(packet_id, self._c.clock.now())
+        if claim is None or claim.agent_id != caller.id:
+            raise Conflict("This agent holds no live claim on the packet; claim it first.")
+        head = self._c.repos(project.id).head(fork.id)
+        if head != commit:
+            raise Conflict(f"The commit is not the fork's current head ({head}).")
+        generation = str(uuid.uuid4())
+        now = self._c.clock.now()
+        summary = running_summary("review-created", now)
+        review = Review(
+            id=str(uuid.uuid4()),
+            project_id=project.id,
+            packet_id=packet_id,
+            fork_id=fork.id,
+            agent_id=caller.id,
+            commit=commit,
+            created_at=now,
+            follow_pushes=follow_pushes,
+            execution=Execution(
+                generation=generation, commit=commit, trigger="review-created", summary=summary
+            ),
+        )
+        if not self._c.store.create_review(review):
+            raise Conflict("That review already exists.")
+        self._c.orchestrator.start_run(
+            RunRef(
+                project_id=project.id,
+                review_id=review.id,
+                generation=generation,
+                trigger="review-created",
+                commit=commit,
+            )
+        )
+        return {"review": review_json(review, None)}
+
+    def receipt(self, caller: Caller, project_id: str, review_id: str) -> Json:
+        """The attached record with its bounded logs; never accepts receipt input."""
+        project = self._c.owned_project(caller, project_id, "read receipt records")
+        review = self._c.project_review(project, review_id)
+        digest = None if review.execution is None else review.execution.digest
+        if digest is None:
+            raise NotFound(NO_RECEIPT)
+        try:
+            record = records.get_record(self._c.store, digest)
+        except RecordCorruptedError as corrupted:
+            raise Conflict("The attached record does not match its digest.") from corrupted
+        if record is None:
+            raise NotFound(NO_RECEIPT)
+        return {"digest": digest, "receipt": record.model_dump(mode="json")}
+
+    # --- followed pushes --------------------------------------------------------------
+    def on_push(self, detail: Mapping[str, object]) -> list[str]:
+        """A push to a fork moves each review that follows it to the new head; returns
+        the moved review ids. Only while the agent's claim on the packet is live."""
+        project_id, fork_id, new = detail.get("project"), detail.get("fork"), detail.get("new")
+        if detail.get("ref") != DEFAULT_BRANCH or not isinstance(new, str):
+            return []
+        if not isinstance(project_id, str) or not isinstance(fork_id, str):
+            return []
+        moved = []
+        for review in self._c.store.list_reviews(project_id):
+            follows = review.fork_id == fork_id and review.follow_pushes
+            if follows and review.commit != new and self._follow(review, new):
+                moved.append(review.id)
+        return moved
+
+    def _follow(self, review: Review, new: str) -> bool:
+        claim = self._c.store.live_claim(review.packet_id, self._c.clock.now())
+        if claim is None or claim.agent_id != review.agent_id:
+            return False
+        generation = str(uuid.uuid4())
+        summary = running_summary("review-created", self._c.clock.now())
+        if not self._c.store.retarget_review(review.id, review.commit, new, generation, summary):
+            return False  # another push moved it first
+        run = RunRef(
+            project_id=review.project_id,
+            review_id=review.id,
+            generation=generation,
+            trigger="review-created",
+            commit=new,
+        )
+        self._c.orchestrator.start_run(run)
+        log.info("review %s follows its fork to %s", review.id, new)
+        return True
+
+    # --- Flow-Next review receipts ------------------------------------------------------
+    def add_review_receipt(
+        self, caller: Caller, project_id: str, review_id: str, body: dict[str, Any]
+    ) -> Json:
+        project = self._c.member_project(caller, project_id, "attach review receipts")
+        review = self._c.project_review(project, review_id)
+        if review.agent_id != caller.id:
+            raise Forbidden("Only the agent that requested the review may attach receipts.")
+        lineage = [receipt for _, receipt in self._stored_receipts(review.id)]
+        classification = classify_receipt(body, review.commit, lineage)
+        if not classification["valid"]:
+            raise BadRequest(
+                f"The review receipt is invalid: {classification['message']}",
+                reasons=[f"{classification['rule']} at {classification['pointer'] or '/'}"],
+            )
+        digest = records.put_json(self._c.store, body)
+        self._c.store.put_review_receipt(review.id, digest)
+        return {"digest": digest, "classification": classification}
+
+    def list_review_receipts(self, caller: Caller, project_id: str, review_id: str) -> Json:
+        project = self._c.visible_project(caller, project_id, "read review receipts")
+        review = self._c.project_review(project, review_id)
+        stored = self._stored_receipts(review.id)
+        lineage = [receipt for _, receipt in stored]
+        return {
+            "receipts": [
+                {
+                    "digest": digest,
+                    "receipt": receipt,
+                    "classification": classify_receipt(receipt, review.commit, lineage),
+                }
+                for digest, receipt in stored
+            ]
+        }
+
+    def _stored_receipts(self, review_id: str) -> list[tuple[str, Any]]:
+        stored = []
+        for digest in self._c.store.list_review_receipts(review_id):
+            value = records.get_json(self._c.store, digest)
+            if value is not None:
+                stored.append((digest, value))
+        return stored
