@@ -40,7 +40,7 @@ run: setup
 	FORKHORSE_HOME=$(FORKHORSE_HOME) FORKHORSE_PORT=$(FORKHORSE_PORT) scripts/run.sh
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not bench"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -10,10 +10,18 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import PROJECT, commit_all, git, import_as_canonical, import_objects, new_repo
 from forkhorse.adapters.git.store import DulwichGitStore, InvalidRefUpdate, RepoNotFound
 from forkhorse.domain.git_access import CanonicalWriteCapability, mint_canonical_write_capability
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotUnavailable
+
+from tests.integration.git.conftest import (
+    PROJECT,
+    commit_all,
+    git,
+    import_as_canonical,
+    import_objects,
+    new_repo,
+)
 
 MISSING = "0123456789abcdef0123456789abcdef01234567"
 

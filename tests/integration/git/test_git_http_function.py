@@ -12,7 +12,6 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import BUCKET, Directory, commit_all, git, new_repo
 from forkhorse.adapters.events import EventBridgeBus, EventPublishFailed
 from forkhorse.adapters.git.apigw import MAX_REQUEST_BYTES
 from forkhorse.adapters.git.s3 import S3GitHost
@@ -20,6 +19,7 @@ from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.ports.events import PUSH_EVENT
 from moto import mock_aws
 
+from tests.integration.git.conftest import BUCKET, Directory, commit_all, git, new_repo
 from tests.support.aws import create_table_from_template
 
 ROOT = Path(__file__).resolve().parents[3]

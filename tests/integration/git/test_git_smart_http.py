@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROJECT, Served, commit_all, git, new_repo
 from forkhorse.ports.events import PUSH_EVENT
+
+from tests.integration.git.conftest import PROJECT, Served, commit_all, git, new_repo
 
 
 def push(served: Served, source: Path, token: str, fork: str | None = None, *refs: str) -> str:

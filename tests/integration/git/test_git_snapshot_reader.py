@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, commit_all, git, new_repo, write_files
 from dulwich.objects import Blob, Commit, Tree
 from forkhorse.adapters.git.disk import DiskGitHost, DiskGitStore
 from forkhorse.adapters.git.probe import probe_object
@@ -23,6 +22,8 @@ from forkhorse.domain.snapshot import (
     SnapshotBudget,
     SnapshotUnavailable,
 )
+
+from tests.integration.git.conftest import PROJECT, commit_all, git, new_repo, write_files
 
 MiB = 1024 * 1024
 DEEP_64 = "/".join(f"d{level}" for level in range(63)) + "/leaf.txt"

@@ -11,12 +11,17 @@ from types import ModuleType
 
 import boto3
 import pytest
-from conftest import BRAND
 from dulwich.repo import Repo
+from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.s3 import S3GitHost
+from forkhorse.domain.receipts import CheckRecord
+from forkhorse.runner.handlers import providers
 from moto import mock_aws
+from pydantic import ValidationError
 
+from tests.integration.sandbox.conftest import BRAND
 from tests.support.aws import create_table_from_template
+from tests.support.lambda_context import FakeLambdaContext
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BUCKET = "quick-git"
@@ -43,6 +48,10 @@ def function(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, S3Gi
         assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        from forkhorse.wiring.aws import quick_deps
+
+        quick_deps.cache_clear()  # each test's moto world gets fresh clients
+        monkeypatch.setattr(providers, "quick", quick_deps)
         yield module, S3GitHost(boto3.client("s3"), dynamodb, BUCKET, os.environ["TABLE_NAME"])
 
 
@@ -70,47 +79,62 @@ def _push(host: S3GitHost, tmp_path: Path, brand: str) -> str:
         return repo.head().decode()
 
 
-def test_the_handler_runs_the_brand_check(
+def _event(commit: str, check: dict[str, object] = CHECK) -> dict[str, object]:
+    run = {
+        "projectId": "demo",
+        "reviewId": "r1",
+        "generation": "g1",
+        "trigger": "review-created",
+        "commit": commit,
+    }
+    return {"run": run, "check": check}
+
+
+def _dropped(app: ModuleType, result: dict[str, object]) -> CheckRecord:
+    del app
+    drop = S3EvidenceDrop(boto3.client("s3"), BUCKET)
+    return drop.take(str(result["evidence"]))
+
+
+def test_the_handler_runs_the_brand_check_and_drops_its_evidence(
     function: tuple[ModuleType, S3GitHost], tmp_path: Path
 ) -> None:
     app, host = function
     commit = _push(host, tmp_path, BRAND)
-    result = app.handler({"project": "demo", "commit": commit, "check": CHECK})
-    record = result["record"]
-    assert (record["outcome"], record["platform"], record["runtime"]) == (
+    result = app.handler(_event(commit), FakeLambdaContext())
+    record = _dropped(app, result)
+    assert result["name"] == "brand"
+    assert (record.outcome, record.platform, record.runtime) == (
         "passed",
         "aws-lambda",
         "dynamic-worker",
     )
-    assert record["imageDigest"].startswith("module:sha256:")
+    assert record.image_digest.startswith("module:sha256:")
 
 
 @pytest.mark.parametrize(
     "event",
     [
-        {"project": "demo", "commit": "nope", "check": CHECK},
-        {"project": "demo", "commit": "0" * 40, "check": {**CHECK, "tier": "full"}},
-        {"project": "demo", "commit": "0" * 40, "check": {**CHECK, "image": "default"}},
-        {"commit": "0" * 40, "check": CHECK},
-        {"project": "demo", "commit": "0" * 40},
+        _event("0" * 40, {**CHECK, "tier": "full"}),
+        _event("0" * 40, {**CHECK, "image": "default"}),
+        {"run": {"commit": "0" * 40}, "check": CHECK},
+        {"run": _event("0" * 40)["run"]},
     ],
 )
-def test_a_bad_event_is_an_infrastructure_error(
+def test_a_bad_event_is_refused_before_anything_runs(
     function: tuple[ModuleType, S3GitHost], event: dict[str, object]
 ) -> None:
+    """The state machine builds these events; anything else is an error its Catch finalizes."""
     app, _ = function
-    record = app.handler(event)["record"]
-    assert (record["outcome"], record["message"]) == (
-        "infrastructure-error",
-        "The quick-check request is invalid.",
-    )
-    assert record["imageDigest"] == ""
+    with pytest.raises((ValidationError, KeyError)):
+        app.handler(event, FakeLambdaContext())
 
 
 def test_a_missing_commit_fails_closed(function: tuple[ModuleType, S3GitHost]) -> None:
     app, _ = function
-    record = app.handler({"project": "demo", "commit": "0" * 40, "check": CHECK})["record"]
-    assert (record["outcome"], record["message"]) == (
+    record = _dropped(app, app.handler(_event("0" * 40), FakeLambdaContext()))
+    assert (record.outcome, record.message, record.image_digest) == (
         "infrastructure-error",
         "The snapshot could not be opened.",
+        "",
     )

@@ -14,10 +14,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import BRAND, MODULE, Committed, RecordingSnapshot, RunModule, make_committer
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.receipts import CheckRecord
+
+from tests.integration.sandbox.conftest import (
+    BRAND,
+    MODULE,
+    Committed,
+    RecordingSnapshot,
+    RunModule,
+    make_committer,
+)
 
 pytestmark = pytest.mark.sandbox
 

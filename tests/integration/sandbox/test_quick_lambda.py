@@ -7,10 +7,11 @@ import socket
 from collections.abc import Callable
 
 import pytest
-from conftest import BRAND, MODULE, Committed
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox, is_dumpable
 from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.receipts import CheckRecord
+
+from tests.integration.sandbox.conftest import BRAND, MODULE, Committed
 
 SECRET = "forkhorse-lambda-secret-91ab"
 

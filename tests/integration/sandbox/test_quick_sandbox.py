@@ -7,9 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import BRAND, MODULE, Committed, RunModule
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.domain.checks import QuickCheckDef, parse_checks
+
+from tests.integration.sandbox.conftest import BRAND, MODULE, Committed, RunModule
 
 pytestmark = pytest.mark.sandbox
 

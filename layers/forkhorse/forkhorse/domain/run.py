@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from forkhorse.domain.receipts import (
     SKIPPED_FULL_MESSAGE,
@@ -26,7 +27,14 @@ RUN_INFRASTRUCTURE_MESSAGE = "The receipt run failed on infrastructure; no evide
 class RunRef(BaseModel):
     """Which execution a step works for. Only the service creates one: never client input."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
 
     project_id: str
     review_id: str

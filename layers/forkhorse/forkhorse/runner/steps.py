@@ -61,16 +61,25 @@ log = logging.getLogger(__name__)
 
 CONFIG_CHECK_NAME = CHECKS_PATH
 UNREADABLE_CONFIG = f"{CHECKS_PATH} could not be read from the reviewed commit."
+SNAPSHOT_UNAVAILABLE = "The snapshot could not be opened."
 FULL_POLL_SECONDS = 1
 
 
 @dataclass(frozen=True)
+class QuickDeps:
+    """All a quick check's host may touch: the sandbox, the snapshot and the evidence drop."""
+
+    sandbox: QuickSandbox
+    git: GitHost
+    evidence: EvidenceDrop
+
+
+@dataclass(frozen=True)
 class RunnerDeps:
-    """The ports one run uses; handlers and the local supervisor build it."""
+    """The ports of the trusted steps; handlers and the local supervisor build it."""
 
     store: Store
     git: GitHost
-    sandbox: QuickSandbox
     containers: ContainerPort
     evidence: EvidenceDrop
     clock: Clock
@@ -204,7 +213,7 @@ def _invalid(message: str) -> dict[str, Any]:
 # --- quick ------------------------------------------------------------------------------
 
 
-def quick(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+def quick(deps: QuickDeps, event: dict[str, Any]) -> dict[str, Any]:
     """Run one quick check in a fresh sandbox and drop its evidence for `quick_record`.
 
     On AWS this is the only step inside the isolated quick-check Lambda: it reads the
@@ -212,8 +221,28 @@ def quick(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
     """
     run = RunRef.model_validate(event["run"])
     definition = QuickCheckDef.model_validate(event["check"])
-    record = deps.sandbox.run_check(_open_snapshot(deps, run), definition)
+    try:
+        snapshot = deps.git.store(run.project_id).open_snapshot(run.commit)
+    except Exception:  # a missing object, an unsafe tree or storage trouble: fail closed
+        log.exception("quick check %s: the snapshot could not be opened", definition.name)
+        record = unopened_snapshot_record(definition, deps.sandbox.platform)
+    else:
+        record = deps.sandbox.run_check(snapshot, definition)
     return {"run": event["run"], "name": record.name, "evidence": deps.evidence.put(record)}
+
+
+def unopened_snapshot_record(definition: QuickCheckDef, platform: str) -> CheckRecord:
+    return CheckRecord(
+        name=definition.name,
+        tier="quick",
+        definition=definition.definition(),
+        runtime="dynamic-worker",
+        platform=platform,
+        image_digest="",
+        outcome="infrastructure-error",
+        message=SNAPSHOT_UNAVAILABLE,
+        duration_ms=None,
+    )
 
 
 def quick_record(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:

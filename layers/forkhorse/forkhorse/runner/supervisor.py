@@ -31,11 +31,13 @@ class LocalSupervisor:
     def __init__(
         self,
         deps: steps.RunnerDeps,
+        quick_deps: steps.QuickDeps,
         history_dir: Path,
         workers: int = 2,
         cleanup: Callable[[str], None] | None = None,
     ) -> None:
         self._deps = deps
+        self._quick_deps = quick_deps
         self._history_dir = history_dir
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="receipt-run")
         self._runs: dict[str, Future[dict[str, Any]]] = {}
@@ -92,7 +94,7 @@ class LocalSupervisor:
         state: dict[str, Any] = {"run": run.model_dump(mode="json")}
         history.add("ExecutionStarted", executionStartedEventDetails={"input": str(state)})
         try:
-            output = _Execution(self._deps, history, state).run()
+            output = _Execution(self._deps, self._quick_deps, history, state).run()
         except Exception:
             log.exception("receipt run %s failed on infrastructure", run.generation)
             error_input = {"run": state["run"], "infrastructureError": True}
@@ -119,9 +121,14 @@ class _Execution:
     """The state machine's path through one run, mirroring receipt_run.asl.json."""
 
     def __init__(
-        self, deps: steps.RunnerDeps, history: ExecutionHistory, state: dict[str, Any]
+        self,
+        deps: steps.RunnerDeps,
+        quick_deps: steps.QuickDeps,
+        history: ExecutionHistory,
+        state: dict[str, Any],
     ) -> None:
         self._deps = deps
+        self._quick_deps = quick_deps
         self._history = history
         self._state = state
 
@@ -172,7 +179,9 @@ class _Execution:
         return results
 
     def _quick(self, item: dict[str, Any]) -> dict[str, Any]:
-        dropped = self._task("QuickCheck", steps.quick, item)
+        self._history.entered("Task", "QuickCheck", item)
+        dropped = steps.quick(self._quick_deps, item)
+        self._history.exited("Task", "QuickCheck", dropped)
         return self._task("QuickRecord", steps.quick_record, dropped)
 
     def _full(self, item: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from forkhorse.adapters.sqlite_store import SqliteStore
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
 from forkhorse.ports.sandbox import QuickSandbox
-from forkhorse.runner.steps import RunnerDeps, discard_checkouts, exported_checkout
+from forkhorse.runner.steps import QuickDeps, RunnerDeps, discard_checkouts, exported_checkout
 from forkhorse.runner.supervisor import LocalSupervisor
 
 CHECKOUTS_DIR = "checkouts"
@@ -34,6 +34,7 @@ class LocalRuntime:
     events: InProcessEventBus
     images: ImageRegistry
     deps: RunnerDeps
+    quick_deps: QuickDeps
     supervisor: LocalSupervisor
 
     def close(self) -> None:
@@ -58,20 +59,24 @@ def build_local_runtime(
     store = SqliteStore(home)
     git = DiskGitHost(home)
     registry = images or ImageRegistry(home)
+    evidence = StoreEvidenceDrop(store)
+    quick_deps = QuickDeps(sandbox=sandbox or BwrapSandbox(), git=git, evidence=evidence)
     deps = RunnerDeps(
         store=store,
         git=git,
-        sandbox=sandbox or BwrapSandbox(),
         containers=containers or PodmanContainerPort(home, registry),
-        evidence=StoreEvidenceDrop(store),
+        evidence=evidence,
         clock=clock or SystemClock(),
         checkout_source=exported_checkout(checkouts),
     )
     supervisor = LocalSupervisor(
         deps,
+        quick_deps,
         home / HISTORY_DIR,
         workers=workers,
         cleanup=lambda execution: discard_checkouts(checkouts, execution),
     )
     supervisor.recover()
-    return LocalRuntime(home, store, git, InProcessEventBus(), registry, deps, supervisor)
+    return LocalRuntime(
+        home, store, git, InProcessEventBus(), registry, deps, quick_deps, supervisor
+    )

@@ -1,0 +1,58 @@
+"""Lambda handlers for the ReceiptRun steps: event in, one step, JSON out.
+
+Handlers get their ports from a provider, so tests (and the Step Functions drift guard)
+dispatch the very same handlers onto local adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from forkhorse.runner import steps
+
+logger = Logger(service="forkhorse-runner")
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+class _Providers:
+    """Where handlers find their ports: AWS by default, replaceable in tests."""
+
+    def __init__(self) -> None:
+        self.runner: Callable[[], steps.RunnerDeps] = _aws_runner
+        self.quick: Callable[[], steps.QuickDeps] = _aws_quick
+
+
+def _aws_runner() -> steps.RunnerDeps:
+    from forkhorse.wiring.aws import runner_deps
+
+    return runner_deps()
+
+
+def _aws_quick() -> steps.QuickDeps:
+    from forkhorse.wiring.aws import quick_deps
+
+    return quick_deps()
+
+
+providers = _Providers()
+
+
+def trusted_step(step: Callable[[steps.RunnerDeps, dict[str, Any]], dict[str, Any]]) -> Handler:
+    @logger.inject_lambda_context(log_event=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        logger.append_keys(generation=event.get("run", {}).get("generation"))
+        return step(providers.runner(), event)
+
+    return handler
+
+
+def quick_step() -> Handler:
+    @logger.inject_lambda_context(log_event=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return steps.quick(providers.quick(), event)
+
+    return handler
