@@ -80,8 +80,15 @@ class Promotions:
 
     # --- the request --------------------------------------------------------------------
     def promote(
-        self, caller: Caller, project_id: str, review_id: str, commit: str
+        self,
+        caller: Caller,
+        project_id: str,
+        review_id: str,
+        commit: str,
+        wait_seconds: float | None = None,
     ) -> PromoteAnswer:
+        """Start the promote job and wait for it up to `wait_seconds` (the configured
+        default when None); 202 with the pending promotion if it is still running."""
         project = self._c.owned_project(caller, project_id, "promote reviews")
         review = self._c.project_review(project, review_id)
         self._preconditions(review, commit)
@@ -94,7 +101,17 @@ class Promotions:
                 raise Conflict("A promote of this review is already running.")
             job = _Job(commit, mode, self._executor.submit(self._job, project, review.id, commit))
             self._jobs[review.id] = job
-        return self._answer(job, self._c.settings.promote_wait_seconds)
+        wait = self._c.settings.promote_wait_seconds if wait_seconds is None else wait_seconds
+        return self._answer(job, wait)
+
+    def wait(self, review_id: str, wait_seconds: float | None = None) -> PromoteAnswer | None:
+        """Wait on a review's running promote job; None when there is none in this process."""
+        with self._lock:
+            job = self._jobs.get(review_id)
+        if job is None:
+            return None
+        wait = self._c.settings.promote_wait_seconds if wait_seconds is None else wait_seconds
+        return self._answer(job, wait)
 
     def status(self, caller: Caller, project_id: str, review_id: str) -> PromoteAnswer:
         """What the promote request would have answered: 202 while it runs, then its result."""

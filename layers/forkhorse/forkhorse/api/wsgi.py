@@ -1,0 +1,154 @@
+"""Local HTTP: WSGI requests become API Gateway HTTP API (v2) events for the same resolver.
+
+`/git/...` goes to the git smart-HTTP WSGI app; files of the owner console (when the
+package ships them) are served as they are; everything else is the API.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl
+
+from forkhorse.api.app import MAX_BODY_BYTES, ForkhorseApi
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+GIT_PREFIX = "/git/"
+_HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
+
+
+def wsgi_event(environ: dict[str, Any], body: bytes) -> dict[str, Any]:
+    """The v2 event API Gateway would send for this request. Only the server sets the
+    request context, so a client can never supply an authorizer's claims."""
+    headers = _headers(environ)
+    path = environ.get("PATH_INFO", "/") or "/"
+    query = environ.get("QUERY_STRING", "")
+    try:
+        text, encoded = body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(body).decode("ascii"), True
+    now = time.time()
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "queryStringParameters": _query(query) or None,
+        "requestContext": {
+            "accountId": "local",
+            "apiId": "local",
+            "domainName": headers.get("host", "localhost"),
+            "domainPrefix": "local",
+            "http": {
+                "method": environ.get("REQUEST_METHOD", "GET"),
+                "path": path,
+                "protocol": environ.get("SERVER_PROTOCOL", "HTTP/1.1"),
+                "sourceIp": environ.get("REMOTE_ADDR", ""),
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
+        },
+        "body": text if body else None,
+        "isBase64Encoded": encoded,
+    }
+
+
+def _headers(environ: dict[str, Any]) -> dict[str, str]:
+    headers = {
+        key[5:].replace("_", "-").lower(): str(value)
+        for key, value in environ.items()
+        if key.startswith("HTTP_")
+    }
+    if environ.get("CONTENT_TYPE"):
+        headers["content-type"] = environ["CONTENT_TYPE"]
+    # The scheme is the server's, never the client's claim.
+    headers["x-forwarded-proto"] = environ.get("wsgi.url_scheme", "http")
+    return headers
+
+
+def _query(query: str) -> dict[str, str]:
+    return dict(parse_qsl(query, keep_blank_values=True))
+
+
+def _read_body(environ: dict[str, Any]) -> bytes | None:
+    """The request body, or None when it exceeds the limit."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > MAX_BODY_BYTES:
+        return None
+    stream = environ["wsgi.input"]
+    return stream.read(length) if length > 0 else b""
+
+
+class LocalHttp:
+    """The one WSGI application `forkhorse serve` runs."""
+
+    def __init__(self, api: ForkhorseApi, git: WsgiApp | None = None) -> None:
+        self.api = api
+        self._git = git
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(GIT_PREFIX) and self._git is not None:
+            return self._git(environ, start_response)
+        console = _console_file(path) if environ.get("REQUEST_METHOD") == "GET" else None
+        if console is not None:
+            return _send(start_response, 200, {"Content-Type": console[1]}, console[0])
+        body = _read_body(environ)
+        if body is None:
+            error = b'{"error": "The body is larger than the limit."}'
+            return _send(start_response, 413, {"Content-Type": "application/json"}, error)
+        response = self.api.handle(wsgi_event(environ, body))
+        payload = response.get("body") or ""
+        data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
+        headers = {
+            name: value
+            for name, value in (response.get("headers") or {}).items()
+            if name.lower() not in _HOP_HEADERS
+        }
+        return _send(start_response, int(response["statusCode"]), headers, data)
+
+
+def _send(
+    start_response: Callable[..., Any], status: int, headers: dict[str, str], data: bytes
+) -> list[bytes]:
+    phrase = HTTPStatus(status).phrase
+    start_response(
+        f"{status} {phrase}",
+        [
+            *headers.items(),
+            ("Content-Length", str(len(data))),
+            ("X-Content-Type-Options", "nosniff"),
+        ],
+    )
+    return [data]
+
+
+def _console_file(path: str) -> tuple[bytes, str] | None:
+    """A file of `forkhorse/console/` (the owner console), if that package ships it."""
+    name = "index.html" if path in ("/", "") else path.lstrip("/")
+    if "/" in name or name.startswith(".") or not name:
+        return None
+    try:
+        resource = resources.files("forkhorse").joinpath("console", name)
+        if not resource.is_file():
+            return None
+        data = resource.read_bytes()
+    except (FileNotFoundError, ModuleNotFoundError, OSError):
+        return None
+    return data, mimetypes.guess_type(name)[0] or "application/octet-stream"
