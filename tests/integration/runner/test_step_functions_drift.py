@@ -1,0 +1,137 @@
+"""Drift guard: the real receipt_run.asl.json, interpreted by moto's Step Functions, with its
+Lambda tasks dispatched in-process to the real step handlers, must produce the same receipts
+as the local supervisor for every scenario."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from forkhorse.domain.receipts import ReceiptSummary
+from forkhorse.domain.run import RunRef
+from forkhorse.runner.handlers import providers
+from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
+
+from tests.integration.runner.conftest import World
+from tests.integration.runner.scenarios import SCENARIOS, Scenario
+from tests.support.lambda_context import FakeLambdaContext
+
+ROOT = Path(__file__).resolve().parents[3]
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+# DefinitionSubstitutions name -> the function directory whose handler serves it.
+FUNCTIONS = {
+    "PrepareFunctionArn": "run_prepare",
+    "QuickCheckFunctionArn": "quick_check",
+    "QuickRecordFunctionArn": "run_quick_record",
+    "FullStartFunctionArn": "run_full_start",
+    "FullPollFunctionArn": "run_full_poll",
+    "FinalizeFunctionArn": "run_finalize",
+}
+EXECUTION_TIMEOUT = 120.0
+
+
+def _load_handler(directory: str) -> Callable[..., dict[str, Any]]:
+    spec = importlib.util.spec_from_file_location(
+        f"fn_{directory}", ROOT / "functions" / directory / "app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    handler: Callable[..., dict[str, Any]] = module.handler
+    return handler
+
+
+def _definition() -> str:
+    text = (ROOT / "statemachine/receipt_run.asl.json").read_text()
+    for name, function in FUNCTIONS.items():
+        text = text.replace(
+            "${" + name + "}", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}"
+        )
+    assert "${" not in text, "every DefinitionSubstitution must be covered"
+    return text
+
+
+@pytest.fixture
+def step_functions(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[RunRef], dict[str, Any]]]:
+    handlers = {function: _load_handler(function) for function in FUNCTIONS.values()}
+
+    def invoke(self: object, function_name: str, qualifier: object, body: Any, *_: object) -> bytes:
+        handler = handlers[function_name.rsplit(":", 1)[-1]]
+        return json.dumps(handler(json.loads(body), FakeLambdaContext())).encode()
+
+    monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
+    monkeypatch.setattr(providers, "runner", lambda: world.runtime.deps)
+    monkeypatch.setattr(providers, "quick", lambda: world.runtime.quick_deps)
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(variable, "testing")
+    config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+    with mock_aws(config=config):  # type: ignore[arg-type]
+        client = boto3.client("stepfunctions", region_name=REGION)
+        machine = client.create_state_machine(
+            name="ReceiptRun",
+            definition=_definition(),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/receipt-run",
+        )["stateMachineArn"]
+
+        def execute(run: RunRef) -> dict[str, Any]:
+            started = client.start_execution(
+                stateMachineArn=machine,
+                name=run.generation,
+                input=json.dumps({"run": run.model_dump(mode="json")}),
+            )
+            deadline = time.monotonic() + EXECUTION_TIMEOUT
+            while time.monotonic() < deadline:
+                described = client.describe_execution(executionArn=started["executionArn"])
+                if described["status"] != "RUNNING":
+                    return dict(described)
+                time.sleep(0.2)
+            pytest.fail("the state machine did not finish")
+
+        yield execute
+
+
+def _comparable(world: World, review_id: str) -> dict[str, Any] | None:
+    """What a user sees of a receipt, minus what differs between any two runs."""
+    summary: ReceiptSummary | None = world.summary(review_id)
+    if summary is None:
+        return None
+    seen: dict[str, Any] = {
+        "status": summary.status,
+        "attached": summary.digest is not None,
+        "checks": [(c.name, c.tier, c.runtime, c.outcome, c.message) for c in summary.checks],
+    }
+    if summary.digest is not None:
+        record = world.record(review_id)
+        seen["evidence"] = (record.evidence, record.platform)
+        seen["records"] = [
+            (c.name, c.outcome, c.image_digest, c.message, c.stdout.text, c.stderr.text)
+            for c in record.checks
+        ]
+    return seen
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_step_functions_matches_the_local_supervisor(
+    world: World,
+    step_functions: Callable[[RunRef], dict[str, Any]],
+    scenario: Scenario,
+) -> None:
+    local = world.review(scenario.files)
+    world.run(local)
+    remote = world.review(scenario.files)
+    execution = step_functions(remote)
+    assert execution["status"] == "SUCCEEDED", execution.get("cause")
+    assert _comparable(world, remote.review_id) == _comparable(world, local.review_id)
+    assert _comparable(world, local.review_id) is not None or scenario.status is None
