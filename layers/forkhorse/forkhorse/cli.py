@@ -8,7 +8,11 @@ import sys
 from collections.abc import Sequence
 
 # Modules exposing `register(subparsers)`; each adds its subcommands and sets `func`.
-COMMAND_MODULES: tuple[str, ...] = ("forkhorse.flow.cli",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "forkhorse.flow.cli",
+    "forkhorse.serve",
+    "forkhorse.adapters.containers.cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,83 @@
+"""`forkhorse serve` and `forkhorse demo`: the API, git smart HTTP and the console on a real
+WSGI server (waitress), bound to 127.0.0.1 by default, with all state under one home."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+from pathlib import Path
+
+from forkhorse.api.local import LocalApp, build_local_app, ensure_owner_token
+from forkhorse.service import ServiceSettings
+from forkhorse.wiring.local import build_local_runtime
+
+DEFAULT_HOME = ".forkhorse-local"
+DEFAULT_PORT = 8787
+DEFAULT_HOST = "127.0.0.1"
+THREADS = 8
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = subparsers.add_parser("serve", help="run the API, git smart HTTP and the console")
+    _server_arguments(serve)
+    serve.add_argument("--demo", action="store_true", help="seed a demo project once")
+    serve.set_defaults(func=_serve)
+    demo = subparsers.add_parser("demo", help="serve with a demo project (seeded once)")
+    _server_arguments(demo)
+    demo.set_defaults(func=_serve, demo=True)
+
+
+def _server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=Path(os.environ.get("FORKHORSE_HOME", DEFAULT_HOME)),
+        help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("FORKHORSE_PORT", DEFAULT_PORT)),
+        help="TCP port (FORKHORSE_PORT; default 8787)",
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (127.0.0.1)")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from waitress.server import create_server
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    home: Path = args.home.resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    url = f"http://{args.host}:{args.port}"
+    app = open_local_app(home, url)
+    token = ensure_owner_token(app.service, home)
+    server = create_server(app.http, host=args.host, port=args.port, threads=THREADS)
+    print(f"Forkhorse is listening on {url}", flush=True)
+    print(f"  console:    {url}/", flush=True)
+    print(f"  API docs:   {url}/docs", flush=True)
+    print(f"  owner token: {home / 'owner-token'} ({token[:6]}...)", flush=True)
+    if args.demo:
+        from forkhorse.demo import seed_demo
+
+        threading.Thread(
+            target=seed_demo, args=(app, home, url, token), name="demo-seed", daemon=True
+        ).start()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        app.close()
+    return 0
+
+
+def open_local_app(home: Path, url: str) -> LocalApp:
+    """Recovery runs before the server accepts work (inside `build_local_runtime`)."""
+    runtime = build_local_runtime(home)
+    return build_local_app(runtime, ServiceSettings(public_url=url))
