@@ -1,0 +1,101 @@
+"""Faults: a supervisor killed mid-run, a crash between put and attach."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from forkhorse.adapters.containers.images import ImageRegistry
+from forkhorse.adapters.containers.podman_cli import Podman
+from forkhorse.domain.receipts import ReceiptSummary
+from forkhorse.domain.run import RunRef
+from forkhorse.ports.clock import SystemClock
+from forkhorse.wiring.local import build_local_runtime
+
+from tests.integration.containers.helpers import containers_of
+from tests.integration.runner.conftest import World
+from tests.integration.runner.scenarios import SCENARIOS
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _start_crash_worker(home: Path, images: Path) -> tuple[subprocess.Popen[str], RunRef]:
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.runner.crash_worker", str(home), str(images)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert worker.stdout is not None
+    line = worker.stdout.readline()
+    assert line, "the worker died before its run started"
+    return worker, RunRef.model_validate(json.loads(line))
+
+
+def test_a_killed_supervisor_leaves_an_infrastructure_error_that_never_attaches(
+    tmp_path: Path, busybox_ref: str
+) -> None:
+    images = tmp_path / "images"
+    ImageRegistry(images).record("busybox", busybox_ref)
+    home = tmp_path / "home"
+    worker, run = _start_crash_worker(home, images)
+    assert containers_of(Podman(), run.generation), "the check's container is running"
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+
+    restarted = build_local_runtime(home, images=ImageRegistry(images))  # recovers on start
+    try:
+        review = restarted.store.get_review(run.review_id)
+        assert review is not None
+        assert review.execution is not None
+        summary: ReceiptSummary = review.execution.summary
+        assert summary.status == "infrastructure-error"
+        assert summary.digest is None
+        assert containers_of(Podman(), run.generation) == [], "the orphan container is gone"
+        # A late result of the interrupted generation can never attach.
+        assert not restarted.store.attach(
+            run.review_id,
+            run.commit,
+            run.generation,
+            run.trigger,
+            "0" * 64,
+            summary.model_copy(update={"status": "passed"}),
+            SystemClock().now(),
+        )
+    finally:
+        restarted.close()
+
+
+class CrashBeforeAttach(Exception):
+    pass
+
+
+def test_a_crash_between_put_and_attach_leaves_the_record_unattached(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = world.store
+    published: list[str] = []
+    real_put = store.put_record_chunks
+
+    def put_then_remember(digest: str, chunks: list[str]) -> None:
+        real_put(digest, chunks)
+        published.append(digest)
+
+    def crash(*args: object, **kwargs: object) -> bool:
+        raise CrashBeforeAttach
+
+    monkeypatch.setattr(store, "put_record_chunks", put_then_remember)
+    monkeypatch.setattr(store, "attach", crash)
+    run = world.review(SCENARIOS[0].files)
+    world.run(run)
+    summary = world.summary(run.review_id)
+    assert summary.status == "infrastructure-error"
+    assert summary.digest is None, "the current digest is unchanged"
+    record_digest = published[-1]
+    assert store.get_record_chunks(record_digest) is not None, "the record stays, unattached"
