@@ -1,0 +1,61 @@
+"""Recovery on AWS: runs whose Step Functions execution died become infrastructure errors.
+
+Two triggers call this: an EventBridge rule on the state machine's execution status
+changes, and a scheduled sweeper that catches anything the rule missed and destroys orphan
+tasks. Both are idempotent: finalizing applies only while that generation is current and
+still running, so it never touches a newer execution.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from forkhorse.domain.run import RunRef
+from forkhorse.runner.steps import RunnerDeps, finalize
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+    from mypy_boto3_stepfunctions.literals import ExecutionStatusType as ExecutionStatus
+else:
+    ExecutionStatus = str
+
+INTERRUPTED: tuple[ExecutionStatus, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
+SWEEP_PAGE = 100
+
+
+def finalize_interrupted(deps: RunnerDeps, execution_input: str) -> bool:
+    """Mark the execution's run as an infrastructure error; False when it was not running."""
+    run = RunRef.model_validate(json.loads(execution_input)["run"])
+    review = deps.store.get_review(run.review_id)
+    execution = None if review is None else review.execution
+    if execution is None or execution.generation != run.generation or not execution.is_running:
+        return False
+    finalize(deps, {"run": run.model_dump(mode="json"), "infrastructureError": True})
+    return True
+
+
+def on_status_change(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """EventBridge `Step Functions Execution Status Change`."""
+    detail = event["detail"]
+    if detail["status"] not in INTERRUPTED:
+        return {"finalized": False}
+    return {"finalized": finalize_interrupted(deps, detail["input"])}
+
+
+def sweep(deps: RunnerDeps, sfn: SFNClient, state_machine_arn: str) -> dict[str, Any]:
+    """Finalize recently interrupted executions and destroy tasks of dead executions."""
+    finalized = 0
+    for status in INTERRUPTED:
+        listed = sfn.list_executions(
+            stateMachineArn=state_machine_arn, statusFilter=status, maxResults=SWEEP_PAGE
+        )
+        for execution in listed["executions"]:
+            described = sfn.describe_execution(executionArn=execution["executionArn"])
+            finalized += finalize_interrupted(deps, described.get("input", "{}"))
+    running = sfn.list_executions(
+        stateMachineArn=state_machine_arn, statusFilter="RUNNING", maxResults=1000
+    )
+    live = frozenset(execution["name"] for execution in running["executions"])
+    removed = deps.containers.cleanup_orphans(live)
+    return {"finalized": finalized, "orphansRemoved": len(removed)}

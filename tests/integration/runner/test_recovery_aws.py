@@ -1,0 +1,64 @@
+"""AWS recovery: dead Step Functions executions become infrastructure errors (moto)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from forkhorse.runner import recovery
+from moto import mock_aws
+from mypy_boto3_stepfunctions import SFNClient
+
+from tests.integration.runner.conftest import World
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def sfn(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SFNClient, str]]:
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(variable, "testing")
+    with mock_aws():
+        client = boto3.client("stepfunctions", region_name="us-east-1")
+        machine = client.create_state_machine(
+            name="ReceiptRun",
+            definition=json.dumps(
+                {"StartAt": "Hold", "States": {"Hold": {"Type": "Pass", "End": True}}}
+            ),
+            roleArn="arn:aws:iam::123456789012:role/receipt-run",
+        )["stateMachineArn"]
+        yield client, machine
+
+
+def test_the_sweeper_finalizes_an_aborted_execution_once(
+    world: World, sfn: tuple[SFNClient, str]
+) -> None:
+    client, machine = sfn
+    run = world.review({"README": "no checks needed"})
+    execution = client.start_execution(
+        stateMachineArn=machine,
+        name=run.generation,
+        input=json.dumps({"run": run.model_dump(mode="json")}),
+    )["executionArn"]
+    client.stop_execution(executionArn=execution)
+
+    assert recovery.sweep(world.runtime.deps, client, machine)["finalized"] == 1
+    summary = world.summary(run.review_id)
+    assert summary.status == "infrastructure-error"
+    assert summary.digest is None
+    assert recovery.sweep(world.runtime.deps, client, machine)["finalized"] == 0
+
+
+def test_a_status_change_never_touches_a_newer_execution(world: World) -> None:
+    older = world.review({"README": "x"})
+    newer = world.restart(older.review_id, older.commit)
+    event = json.loads((ROOT / "events/sfn_status_change.json").read_text())
+    event["detail"]["input"] = json.dumps({"run": older.model_dump(mode="json")})
+    assert recovery.on_status_change(world.runtime.deps, event) == {"finalized": False}
+    assert world.summary(newer.review_id).status == "running"
+    event["detail"]["input"] = json.dumps({"run": newer.model_dump(mode="json")})
+    assert recovery.on_status_change(world.runtime.deps, event) == {"finalized": True}
+    assert world.summary(newer.review_id).status == "infrastructure-error"
