@@ -103,7 +103,7 @@ def import_rootfs(podman: Podman, name: str, tarball: Path, changes: tuple[str, 
 
 
 def busybox_rootfs_tar(busybox: Path = BUSYBOX_BINARY) -> bytes:
-    """A rootfs with the static busybox binary and one symlink per applet."""
+    """A rootfs with the static busybox binary and one symlink per applet (mtime 0)."""
     if not busybox.is_file():
         raise ImageUnresolved(f"{busybox} is missing: install busybox-static.")
     applets = subprocess.run(
@@ -133,20 +133,20 @@ def build_busybox_image(registry: ImageRegistry, podman: Podman) -> str:
 
 
 def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
+    info.uid = info.gid = info.mtime = 0  # deterministic: rebuilding gives the same digest
     info.uname = info.gname = "root"
     return info
 
 
 def _add_dir(tar: tarfile.TarFile, name: str, mode: int) -> None:
     info = tarfile.TarInfo(name)
-    info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
+    info.type, info.mode = tarfile.DIRTYPE, mode
     tar.addfile(info)
 
 
 def _add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+    info.size, info.mode = len(data), 0o644
     tar.addfile(info, io.BytesIO(data))
 
 

@@ -1,0 +1,84 @@
+"""Container benchmarks: a full check against a bare `podman run --rm <image> true`, and the
+default image's build from scratch. Ratios are measured in the same run."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from forkhorse.adapters.containers.images import (
+    ImageRegistry,
+    build_busybox_image,
+    build_default_image,
+)
+from forkhorse.adapters.containers.podman import PodmanContainerPort
+from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
+from forkhorse.ports.containers import ContainerSpec
+
+pytestmark = pytest.mark.bench
+RUNS = 7
+TARGET_RATIO = 1.5
+
+
+def _median_seconds(action: Callable[[], object]) -> float:
+    samples = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def _full_check(port: PodmanContainerPort, reference: str, checkout: Path) -> None:
+    spec = ContainerSpec("bench", str(uuid.uuid4()), "g", "true", reference, "true", 60, checkout)
+    handle = port.start(spec)
+    try:
+        while port.poll(handle) == "running":
+            time.sleep(0.005)
+        assert port.collect(handle).outcome == "passed"
+    finally:
+        port.destroy(handle)
+
+
+def test_full_check_overhead_against_a_bare_podman_run(tmp_path: Path) -> None:
+    podman = Podman()
+    reference = build_busybox_image(ImageRegistry(tmp_path / "images"), podman)
+    checkout = tmp_path / "checkout"
+    (checkout / "src").mkdir(parents=True)
+    for index in range(50):
+        (checkout / "src" / f"file{index}.js").write_text("console.log(1)\n" * 20)
+    port = PodmanContainerPort(tmp_path / "state", ImageRegistry(tmp_path / "images"), podman)
+    bare_command = podman.command("run", "--rm", *ULIMIT_FLAGS, reference, "true")
+
+    def bare() -> None:
+        subprocess.run(bare_command, check=True, capture_output=True)
+
+    bare(), _full_check(port, reference, checkout)  # warm both paths
+    bare_seconds = _median_seconds(bare)
+    ours = _median_seconds(lambda: _full_check(port, reference, checkout))
+    ratio = ours / bare_seconds
+    print(
+        f"\n[bench] full check (copy, create, start, poll, collect, confirmed destroy): "
+        f"{ours * 1000:.0f} ms; bare podman run --rm true {bare_seconds * 1000:.0f} ms; "
+        f"ratio {ratio:.2f}x (target <= {TARGET_RATIO}x)"
+    )
+    assert ratio <= TARGET_RATIO
+
+
+def test_building_the_default_image_from_scratch(tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as cache:
+        started = time.perf_counter()
+        reference = build_default_image(
+            ImageRegistry(tmp_path), Podman(), Path(cache), progress=lambda _: None
+        )
+        seconds = time.perf_counter() - started
+    print(
+        f"\n[bench] default image from scratch (no package cache): {seconds:.0f} s -> {reference}"
+    )
+    assert reference.startswith("localhost/forkhorse/default@sha256:")

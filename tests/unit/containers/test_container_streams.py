@@ -1,0 +1,37 @@
+"""Bounding a stream while it is read gives exactly what bounding it whole gives."""
+
+from __future__ import annotations
+
+from forkhorse.adapters.containers.streams import StreamSample
+from forkhorse.domain.logs import bound_log
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+CHUNKS = st.lists(
+    st.one_of(
+        st.binary(max_size=300),
+        st.binary(min_size=17_000, max_size=40_000),
+        st.text(alphabet="aé€😀\n", min_size=3_000, max_size=12_000).map(str.encode),
+    ),
+    max_size=8,
+)
+
+
+@given(CHUNKS)
+@settings(max_examples=40, deadline=None)
+def test_sampling_equals_bounding_the_whole_stream(chunks: list[bytes]) -> None:
+    sample = StreamSample()
+    for chunk in chunks:
+        sample.feed(chunk)
+    assert sample.bounded() == bound_log(b"".join(chunks))
+
+
+def test_a_huge_stream_costs_two_windows_of_memory() -> None:
+    sample = StreamSample()
+    block = b"0123456789" * 100_000
+    for _ in range(100):  # 100 MB
+        sample.feed(block)
+    log = sample.bounded()
+    assert log.total_bytes == 100_000_000
+    assert log.dropped_bytes == 100_000_000 - 32 * 1024
+    assert len(sample._head) + len(sample._tail) <= 64 * 1024
