@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from dulwich.repo import Repo
+from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.domain.checks import FullCheckDef, parse_checks
 
 from tests.integration.containers.helpers import RunCheck
@@ -137,3 +140,25 @@ def test_large_files_never_reads_contents(
     assert attempt.result.outcome == "failed"
     assert "secret.bin" in attempt.result.stderr.text
     assert "EACCES" not in attempt.result.stderr.text
+
+
+def test_the_smoke_example_passes_from_an_exported_git_snapshot(
+    run_check: RunCheck, default_ref: str, tmp_path: Path
+) -> None:
+    """The runner's path: commit, open the exact snapshot, export it, run the check on it."""
+    worktree = tmp_path / "work"
+    shutil.copytree(SMOKE, worktree)
+    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    for command in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "smoke"]):
+        subprocess.run([*git, *command], cwd=worktree, check=True)
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=worktree, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    store = DiskGitHost(tmp_path / "git").store("smoke")
+    with Repo(str(worktree)) as repo:
+        store.objects.add_objects([(repo.object_store[oid], None) for oid in repo.object_store])
+    exported = tmp_path / "exported"
+    store.open_snapshot(sha).export_to(exported)
+    check = full_check(exported / ".forkhorse/checks", "test")
+    attempt = run_check(check.run, reference=default_ref, source=exported, timeout=120)
+    assert attempt.result.outcome == "passed"
