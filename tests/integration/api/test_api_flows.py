@@ -1,0 +1,263 @@
+"""Whole flows over HTTP with real `git push` to forks, real quick and full checks."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+from tests.integration.api.conftest import CLAIM_TTL, Project, Server, new_lane
+from tests.integration.api.support import FAILING, PASSING, checks_files
+
+CHECKS_FAILED = {"error": "Checks failed before promote."}
+
+
+def _path(project: Project, review_id: str) -> str:
+    return f"/projects/{project.id}/reviews/{review_id}"
+
+
+def _approve(server: Server, project: Project, review_id: str, commit: str) -> tuple[int, Any]:
+    return server.owner.call("POST", f"{_path(project, review_id)}/approve", {"commit": commit})
+
+
+def test_required_mode_approve_then_promote_on_a_fresh_run(
+    server: Server, required: Project
+) -> None:
+    lane = new_lane(required)
+    commit, review = lane.reviewed(PASSING)
+    assert review["receipt"]["status"] == "passed"
+    assert review["receipt"]["trigger"] == "review-created"
+    assert [c["runtime"] for c in review["receipt"]["checks"]] == ["dynamic-worker", "container"]
+    status, approved = _approve(server, required, review["id"], commit)
+    assert status == 200, approved
+    assert approved["approval"]["mode"] == "required"
+    assert approved["approval"]["digest"] == review["receipt"]["digest"]
+    status, promoted = server.owner.promote(required.id, review["id"], commit)
+    assert status == 200, promoted
+    promotion = promoted["promotion"]
+    assert set(promotion) == {"commit", "from", "to", "digest", "mode", "promotedAt"}
+    assert (promotion["from"], promotion["to"], promotion["mode"]) == (
+        required.initial,
+        commit,
+        "required",
+    )
+    state = server.owner.state(required.id)
+    after = next(r for r in state["reviews"] if r["id"] == review["id"])
+    # Promote reran the checks under a new generation; the ledger holds that fresh digest.
+    assert after["receipt"]["trigger"] == "before-promote"
+    assert after["receipt"]["digest"] == promotion["digest"] != review["receipt"]["digest"]
+    assert state["ledger"][-1]["digest"] == promotion["digest"]
+    assert state["project"]["canonicalHead"] == commit
+    assert after["promotion"] == promotion
+    record = server.owner.ok("GET", f"{_path(required, review['id'])}/receipt")
+    assert record["digest"] == promotion["digest"]
+    assert record["receipt"]["trigger"] == "before-promote"
+
+
+def test_required_mode_refuses_failed_evidence_with_reasons(
+    server: Server, required: Project
+) -> None:
+    lane = new_lane(required)
+    commit, review = lane.reviewed(FAILING)
+    assert review["receipt"]["status"] == "failed"
+    status, refused = _approve(server, required, review["id"], commit)
+    assert status == 409
+    assert refused["error"] == "The receipt does not satisfy the required gate."
+    assert any(reason.startswith("failed:") for reason in refused["reasons"])
+    status, body = server.owner.promote(required.id, review["id"], commit)
+    assert status == 409
+    assert body["error"] == "Promote needs the owner's approval of this exact commit."
+
+
+def test_advisory_mode_never_gates_and_starts_no_checks(server: Server, advisory: Project) -> None:
+    lane = new_lane(advisory)
+    commit, review = lane.reviewed(FAILING)
+    assert review["receipt"]["status"] == "failed"  # visible, including failures
+    status, approved = _approve(server, advisory, review["id"], commit)
+    assert status == 200, approved
+    assert approved["approval"]["mode"] == "advisory"
+    status, promoted = server.owner.promote(advisory.id, review["id"], commit)
+    assert status == 200, promoted
+    assert promoted["promotion"]["mode"] == "advisory"
+    assert promoted["promotion"]["digest"] == review["receipt"]["digest"]
+    after = server.owner.review(advisory.id, review["id"])
+    assert after["receipt"] == review["receipt"]  # promote started no run
+
+
+def test_a_commit_without_checks_reads_receipt_null(server: Server, advisory: Project) -> None:
+    lane = new_lane(advisory)
+    commit, review = lane.reviewed({"notes.txt": "no checks here\n"})
+    assert review["receipt"] is None
+    assert review["commit"] == commit
+
+
+def test_setting_on_after_approval_gates_the_next_promote_with_the_exact_409(
+    server: Server, advisory: Project
+) -> None:
+    lane = new_lane(advisory)
+    commit, review = lane.reviewed(FAILING)
+    status, _ = _approve(server, advisory, review["id"], commit)
+    assert status == 200
+    server.owner.ok("PATCH", f"/projects/{advisory.id}/settings", {"requireReceipt": True})
+    status, body = server.owner.promote(advisory.id, review["id"], commit)
+    assert (status, body) == (409, CHECKS_FAILED)
+    after = server.owner.review(advisory.id, review["id"])
+    # The failed before-promote summary stays visible; canonical did not move.
+    assert after["receipt"]["trigger"] == "before-promote"
+    assert after["receipt"]["status"] == "failed"
+    assert after["promotion"] is None
+    assert server.owner.state(advisory.id)["project"]["canonicalHead"] == advisory.initial
+
+
+def test_before_promote_failure_after_a_passing_review_is_the_exact_409(
+    server: Server, required: Project
+) -> None:
+    lane = new_lane(required)
+    registry = server.app.runtime.images
+    registry.record("flaky", registry.resolve("busybox"))
+    commit, review = lane.reviewed(
+        {".forkhorse/checks": '[{"name":"t","tier":"full","image":"flaky","run":"true"}]'}
+    )
+    assert _approve(server, required, review["id"], commit)[0] == 200
+    # The image is no longer resolvable: the fresh run fails closed.
+    registry.record("flaky", "localhost/forkhorse/flaky@sha256:" + "0" * 64)
+    status, body = server.owner.promote(required.id, review["id"], commit)
+    assert (status, body) == (409, CHECKS_FAILED)
+    after = server.owner.review(required.id, review["id"])
+    assert after["receipt"]["status"] == "infrastructure-error"
+
+
+def test_a_stale_commit_after_a_new_push_is_refused(server: Server, required: Project) -> None:
+    lane = new_lane(required)
+    commit, review = lane.reviewed(PASSING)
+    newer = lane.push({"more.txt": "later\n"})
+    status, body = _approve(server, required, review["id"], commit)
+    assert status == 409
+    assert body["error"] == f"The fork's head is {newer}, not commit {commit}."
+    status, body = lane.agent.call(
+        "POST",
+        f"/projects/{required.id}/reviews",
+        {"packetId": lane.packet, "forkId": lane.fork["id"], "commit": commit},
+    )
+    assert status == 409
+    assert body["error"] == f"The commit is not the fork's current head ({newer})."
+
+
+def test_an_expired_claim_blocks_reviews_approval_and_promote(
+    server: Server, advisory: Project
+) -> None:
+    lane = new_lane(advisory)
+    commit, review = lane.reviewed(PASSING)
+    server.clock.offset = CLAIM_TTL + timedelta(minutes=1)
+    try:
+        status, body = _approve(server, advisory, review["id"], commit)
+        assert (status, body["error"]) == (
+            409,
+            "The agent's claim on the review's packet is not live.",
+        )
+        status, body = lane.agent.call(
+            "POST",
+            f"/projects/{advisory.id}/reviews",
+            {"packetId": lane.packet, "forkId": lane.fork["id"], "commit": commit},
+        )
+        assert status == 409
+        assert "no live claim" in body["error"]
+        # Renewing is claiming again; then the same approval goes through.
+        lane.agent.ok("POST", f"/projects/{advisory.id}/packets/{lane.packet}/claim", expect=201)
+        assert _approve(server, advisory, review["id"], commit)[0] == 200
+    finally:
+        server.clock.offset = timedelta()
+
+
+def test_double_approve_is_a_conflict(server: Server, required: Project) -> None:
+    lane = new_lane(required)
+    commit, review = lane.reviewed(PASSING)
+    assert _approve(server, required, review["id"], commit)[0] == 200
+    status, body = _approve(server, required, review["id"], commit)
+    assert (status, body) == (409, {"error": "This commit is already approved."})
+
+
+def test_concurrent_promotes_are_serialized_by_the_workflow_mutex(
+    server: Server, required: Project
+) -> None:
+    first, second = new_lane(required, "first"), new_lane(required, "second")
+    slow = checks_files("sleep 1")
+    commit_a, review_a = first.reviewed(slow)
+    # The second fork carries a child of the first commit, so both can fast-forward in order.
+    second.tree.git(first.agent.token, "pull", "-q", first.fork["cloneUrl"], "main")
+    commit_b = second.push({"second.txt": "b\n"})
+    review_b = second.request_review(commit_b)
+    review_b = server.owner.wait_receipt(required.id, review_b["id"])
+    for review, commit in ((review_a, commit_a), (review_b, commit_b)):
+        assert _approve(server, required, review["id"], commit)[0] == 200
+    results: dict[str, tuple[int, Any]] = {}
+
+    def promote(review_id: str, commit: str) -> None:
+        results[review_id] = server.owner.promote(required.id, review_id, commit)
+
+    threads = [
+        threading.Thread(target=promote, args=(review_a["id"], commit_a)),
+        threading.Thread(target=promote, args=(review_b["id"], commit_b)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = sorted(status for status, _ in results.values())
+    assert statuses in ([200, 200], [200, 409]), results
+    state = server.owner.state(required.id)
+    runs = [
+        r["receipt"]
+        for r in state["reviews"]
+        if r["id"] in results and r["receipt"]["trigger"] == "before-promote"
+    ]
+    # Each before-promote run happened inside the mutex: their intervals never overlap.
+    if len(runs) == 2:
+        early, late = sorted(runs, key=lambda receipt: receipt["startedAt"])
+        assert early["finishedAt"] <= late["startedAt"]
+    assert len(state["ledger"]) == statuses.count(200)
+    assert state["project"]["canonicalHead"] in (commit_a, commit_b)
+
+
+def test_a_promote_that_outlasts_the_request_answers_202_then_settles(
+    server: Server, required: Project
+) -> None:
+    lane = new_lane(required)
+    commit, review = lane.reviewed(checks_files("sleep 6", quick=False))
+    assert _approve(server, required, review["id"], commit)[0] == 200
+    path = _path(required, review["id"])
+    status, body = server.owner.call("POST", f"{path}/promote", {"commit": commit})
+    assert status == 202, body
+    assert body["promotion"]["state"] == "pending"
+    status, body = server.owner.promote(required.id, review["id"], commit)
+    assert status == 409  # the same job is still running
+    status, body = server.owner.call("GET", f"{path}/promotion")
+    while status == 202:
+        status, body = server.owner.call("GET", f"{path}/promotion")
+    assert status == 200, body
+    assert body["promotion"]["to"] == commit
+
+
+def test_follow_pushes_moves_the_review_and_clears_consent(
+    server: Server, required: Project
+) -> None:
+    lane = new_lane(required)
+    commit = lane.push(PASSING)
+    review = lane.request_review(commit, follow=True)
+    server.owner.wait_receipt(required.id, review["id"])
+    assert _approve(server, required, review["id"], commit)[0] == 200
+    newer = lane.push({"next.txt": "next\n"})
+    moved = server.owner.review(required.id, review["id"])
+    assert moved["commit"] == newer
+    assert moved["approval"] is None  # consent belongs to one commit
+    assert moved["receipt"]["trigger"] == "review-created"
+    settled = server.owner.wait_receipt(required.id, review["id"])
+    assert settled["receipt"]["status"] == "passed"
+    assert settled["receipt"]["digest"] != review["receipt"]["digest"]
+    status, body = _approve(server, required, review["id"], commit)
+    assert status == 409
+    assert body["error"] == f"The review is at commit {newer}, not {commit}."
+    # Without a live claim, a push moves nothing.
+    lane.agent.ok("DELETE", f"/projects/{required.id}/packets/{lane.packet}/claim")
+    latest = lane.push({"late.txt": "late\n"})
+    assert server.owner.review(required.id, review["id"])["commit"] == newer != latest
