@@ -2,9 +2,12 @@
 # `make check`: validate and build the SAM application offline. It never deploys.
 set -euo pipefail
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
+tools_python="$(dirname "$(command -v sam)")/python"
 python313_dir=$(dirname "$(command -v python3.13 || ls /root/.pyenv/versions/3.13*/bin/python3.13 | tail -n1)")
 export PATH="$python313_dir:$PATH"
 sam validate --lint --template template.yaml
 cfn-lint template.yaml
 sam build --template template.yaml --build-dir .aws-sam/build
+# Tests on the synthesized CloudFormation; the SAM translator lives in the tools venv.
+"$tools_python" -m pytest -q -o addopts="-p no:cacheprovider" -W ignore::pytest.PytestConfigWarning tests/template
 echo "check: template valid, lint clean, build complete"

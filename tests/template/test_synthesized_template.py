@@ -1,0 +1,169 @@
+"""Tests on the synthesized CloudFormation (SAM transformed offline): least privilege, the
+isolated quick-check network, no public route to the runner. Run by `make check` in the
+tools venv, where the SAM translator lives."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from samtranslator.public.translator import ManagedPolicyLoader
+from samtranslator.translator.transform import transform
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER_FUNCTIONS = (
+    "PrepareFunction",
+    "QuickCheckFunction",
+    "QuickRecordFunction",
+    "FullStartFunction",
+    "FullPollFunction",
+    "FinalizeFunction",
+    "RunRecoveryFunction",
+)
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    if suffix == "Ref":
+        return {"Ref": value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{suffix}": value}
+
+
+_Loader.add_multi_constructor("!", _tag)
+
+
+class _OfflinePolicies(ManagedPolicyLoader):
+    """Managed policy ARNs by name, without calling IAM."""
+
+    def __init__(self) -> None:
+        pass
+
+    def load(self) -> dict[str, str]:
+        names = ("AWSLambdaBasicExecutionRole", "AWSLambdaVPCAccessExecutionRole")
+        return {name: f"arn:aws:iam::aws:policy/service-role/{name}" for name in names}
+
+
+def _as_packaged(template: dict[str, Any]) -> None:
+    """What `sam package` does before the transform: local paths become S3 URIs."""
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri", "DefinitionUri"):
+            if isinstance(properties.get(key), str):
+                properties[key] = f"s3://packaged/{properties[key].strip('/')}"
+
+
+@pytest.fixture(scope="module")
+def resources() -> dict[str, Any]:
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # ARNs are built for a region
+    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=_Loader)
+    _as_packaged(template)
+    parameters = {"DefaultImageReference": "repo/default@sha256:" + "0" * 64}
+    synthesized = transform(template, parameters, _OfflinePolicies())
+    found: dict[str, Any] = synthesized["Resources"]
+    return found
+
+
+def _role_of(resources: dict[str, Any], function: str) -> dict[str, Any]:
+    role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    found: dict[str, Any] = resources[role]["Properties"]
+    return found
+
+
+def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in role.get("Policies", []):
+        statements.extend(policy["PolicyDocument"]["Statement"])
+    return statements
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def test_no_statement_grants_every_action_on_everything(resources: dict[str, Any]) -> None:
+    for name, resource in resources.items():
+        if resource["Type"] != "AWS::IAM::Role":
+            continue
+        for statement in _statements(resource["Properties"]):
+            assert "*" not in _actions(statement), name
+            assert not any(a.endswith(":*") for a in _actions(statement)), name
+
+
+def test_the_quick_check_lambda_can_only_read_snapshots_and_drop_evidence(
+    resources: dict[str, Any],
+) -> None:
+    role = _role_of(resources, "QuickCheckFunction")
+    actions = {a for s in _statements(role) for a in _actions(s)}
+    assert actions == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
+    managed = json.dumps(role.get("ManagedPolicyArns", []))
+    assert "AWSLambdaVPCAccessExecutionRole" in managed
+    assert "DynamoDB" not in managed
+
+
+def test_the_quick_check_lambda_has_no_internet_route(resources: dict[str, Any]) -> None:
+    config = resources["QuickCheckFunction"]["Properties"]["VpcConfig"]
+    assert {s["Ref"] for s in config["SubnetIds"]} == {"IsolatedSubnetA", "IsolatedSubnetB"}
+    kinds = {resource["Type"] for resource in resources.values()}
+    assert "AWS::EC2::InternetGateway" not in kinds
+    assert "AWS::EC2::NatGateway" not in kinds
+    assert "AWS::EC2::Route" not in kinds, "the isolated route table has no routes of its own"
+    endpoint = resources["S3GatewayEndpoint"]["Properties"]
+    assert endpoint["VpcEndpointType"] == "Gateway"
+    assert endpoint["RouteTableIds"] == [{"Ref": "IsolatedRouteTable"}]
+
+
+def test_no_public_route_reaches_the_runner(resources: dict[str, Any]) -> None:
+    for resource in resources.values():
+        if resource["Type"] != "AWS::Lambda::Permission":
+            continue
+        target = json.dumps(resource["Properties"]["FunctionName"])
+        if resource["Properties"]["Principal"] == "apigateway.amazonaws.com":
+            assert not any(name in target for name in RUNNER_FUNCTIONS), target
+
+
+def test_the_check_container_gets_no_aws_credentials(resources: dict[str, Any]) -> None:
+    task = resources["CheckTaskDefinition"]["Properties"]
+    assert "TaskRoleArn" not in task
+    check = next(c for c in task["ContainerDefinitions"] if c["Name"] == "check")
+    assert check["ReadonlyRootFilesystem"] is True
+    assert check["DependsOn"] == [{"ContainerName": "fetch", "Condition": "SUCCESS"}]
+
+
+def test_every_state_machine_substitution_is_declared(resources: dict[str, Any]) -> None:
+    definition = (ROOT / "statemachine/receipt_run.asl.json").read_text()
+    placeholders = set(re.findall(r"\$\{(\w+)\}", definition))
+    machine = resources["ReceiptRunStateMachine"]["Properties"]
+    assert set(machine["DefinitionSubstitutions"]) == placeholders
+
+
+def test_the_image_is_only_ever_a_pinned_digest() -> None:
+    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=_Loader)
+    pattern = re.compile(template["Parameters"]["DefaultImageReference"]["AllowedPattern"])
+    assert pattern.fullmatch("123.dkr.ecr.us-east-1.amazonaws.com/fh@sha256:" + "a" * 64)
+    assert not pattern.fullmatch("123.dkr.ecr.us-east-1.amazonaws.com/fh:latest")
+
+
+def test_stateful_resources_are_protected(resources: dict[str, Any]) -> None:
+    table = resources["ForkhorseTable"]["Properties"]
+    assert table["DeletionProtectionEnabled"] is True
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    bucket = resources["ForkhorseBucket"]["Properties"]
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
