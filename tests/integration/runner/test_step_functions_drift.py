@@ -4,6 +4,7 @@ as the local supervisor for every scenario."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import time
@@ -17,6 +18,7 @@ import pytest
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.domain.run import RunRef
 from forkhorse.runner.handlers import providers
+from forkhorse.runner.steps import FULL_POLL_SECONDS
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
@@ -72,7 +74,9 @@ def step_functions(
         return json.dumps(handler(json.loads(body), FakeLambdaContext())).encode()
 
     monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
-    monkeypatch.setattr(providers, "runner", lambda: world.runtime.deps)
+    # Step Functions' Wait takes whole seconds.
+    deps = dataclasses.replace(world.runtime.deps, poll_seconds=FULL_POLL_SECONDS)
+    monkeypatch.setattr(providers, "runner", lambda: deps)
     monkeypatch.setattr(providers, "quick", lambda: world.runtime.quick_deps)
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(variable, "testing")

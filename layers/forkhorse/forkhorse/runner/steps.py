@@ -62,7 +62,8 @@ log = logging.getLogger(__name__)
 CONFIG_CHECK_NAME = CHECKS_PATH
 UNREADABLE_CONFIG = f"{CHECKS_PATH} could not be read from the reviewed commit."
 SNAPSHOT_UNAVAILABLE = "The snapshot could not be opened."
-FULL_POLL_SECONDS = 1
+FULL_POLL_SECONDS = 1  # Step Functions waits whole seconds
+LOCAL_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class RunnerDeps:
     clock: Clock
     # Full checks see the exact checkout: a host directory (podman) or an archive link (Fargate).
     checkout_source: Callable[[Snapshot, str], Path | ArchiveLink]
-    poll_seconds: int = FULL_POLL_SECONDS
+    poll_seconds: float = FULL_POLL_SECONDS
 
 
 def exported_checkout(workdir: Path) -> Callable[[Snapshot, str], Path]:

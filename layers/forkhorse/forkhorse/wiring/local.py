@@ -19,7 +19,13 @@ from forkhorse.adapters.sqlite_store import SqliteStore
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
 from forkhorse.ports.sandbox import QuickSandbox
-from forkhorse.runner.steps import QuickDeps, RunnerDeps, discard_checkouts, exported_checkout
+from forkhorse.runner.steps import (
+    LOCAL_POLL_SECONDS,
+    QuickDeps,
+    RunnerDeps,
+    discard_checkouts,
+    exported_checkout,
+)
 from forkhorse.runner.supervisor import LocalSupervisor
 
 CHECKOUTS_DIR = "checkouts"
@@ -68,6 +74,7 @@ def build_local_runtime(
         evidence=evidence,
         clock=clock or SystemClock(),
         checkout_source=exported_checkout(checkouts),
+        poll_seconds=LOCAL_POLL_SECONDS,
     )
     supervisor = LocalSupervisor(
         deps,
