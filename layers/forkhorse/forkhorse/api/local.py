@@ -38,7 +38,9 @@ def build_local_app(runtime: LocalRuntime, settings: ServiceSettings) -> LocalAp
     service = Service(runtime.store, runtime.git, runtime.supervisor, runtime.deps.clock, settings)
     runtime.events.subscribe(PUSH_EVENT, lambda detail: _follow(service, detail))
     api = ForkhorseApi(service)
-    git = GitHttpApp(runtime.git, _git_principal(service), _repo_facts(service), runtime.events)
+    git = GitHttpApp(
+        runtime.git, git_token_resolver(service), git_repo_lookup(service), runtime.events
+    )
     return LocalApp(runtime, service, api, LocalHttp(api, git))
 
 
@@ -46,7 +48,9 @@ def _follow(service: Service, detail: Mapping[str, object]) -> None:
     service.reviews.on_push(detail)
 
 
-def _git_principal(service: Service) -> TokenResolver:
+def git_token_resolver(service: Service) -> TokenResolver:
+    """Git smart HTTP authenticates with the same tokens as the API."""
+
     def resolve(token: str) -> GitPrincipal | None:
         caller: Caller | None = service.authenticate(token)
         return None if caller is None else GitPrincipal(caller.id, caller.kind)
@@ -54,7 +58,9 @@ def _git_principal(service: Service) -> TokenResolver:
     return resolve
 
 
-def _repo_facts(service: Service) -> RepoLookup:
+def git_repo_lookup(service: Service) -> RepoLookup:
+    """What the git access rules need to know about a project and one of its forks."""
+
     store = service.context.store
 
     def lookup(project_id: str, fork_id: str | None) -> RepoFacts | None:

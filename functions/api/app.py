@@ -1,0 +1,18 @@
+"""ApiFunction: the HTTP API's routes. Owners arrive through the Cognito JWT authorizer,
+agents through the Lambda authorizer; both set the request context this handler trusts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forkhorse.api.app import ForkhorseApi
+from forkhorse.api.aws import build_aws_service
+
+_api: ForkhorseApi | None = None
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    global _api
+    if _api is None:
+        _api = ForkhorseApi(build_aws_service(), trust_authorizer=True)
+    return _api.handle(event, context)

@@ -1,0 +1,17 @@
+"""PushFunction: EventBridge `forkhorse.push` events move reviews that follow their fork."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forkhorse.api.aws import build_aws_service
+from forkhorse.service import Service
+
+_service: Service | None = None
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    global _service
+    if _service is None:
+        _service = build_aws_service()
+    return {"moved": _service.reviews.on_push(event.get("detail") or {})}

@@ -1,0 +1,102 @@
+"""AWS wiring for the API, authorizer and push handlers: DynamoDB, S3 git, Step Functions.
+
+Configuration comes from the environment: TABLE_NAME, BUCKET_NAME, STATE_MACHINE_ARN,
+PUBLIC_URL and optionally PROMOTE_WAIT_SECONDS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+
+from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.git.s3 import S3GitHost
+from forkhorse.domain.run import RunRef
+from forkhorse.ports.clock import SystemClock
+from forkhorse.ports.store import Store
+from forkhorse.service import Service, ServiceSettings
+from forkhorse.service.identity import token_hash
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+
+_POLL_SECONDS = 1.0
+
+
+class StepFunctionsOrchestrator:
+    """Starts one ReceiptRun execution per generation (the execution name is the generation,
+    so a retried start cannot run a generation twice)."""
+
+    def __init__(self, client: SFNClient, state_machine_arn: str) -> None:
+        self._client = client
+        self._arn = state_machine_arn
+
+    def _execution_arn(self, run: RunRef) -> str:
+        prefix = self._arn.replace(":stateMachine:", ":execution:")
+        return f"{prefix}:{run.generation}"
+
+    def start_run(self, run: RunRef) -> str:
+        started = self._client.start_execution(
+            stateMachineArn=self._arn,
+            name=run.generation,
+            input=json.dumps({"run": run.model_dump(mode="json")}),
+        )
+        return started["executionArn"]
+
+    def wait(self, run: RunRef, timeout_seconds: float) -> bool:
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            status = self._client.describe_execution(executionArn=self._execution_arn(run))
+            if status["status"] != "RUNNING":
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_SECONDS)
+
+    def history(self, run: RunRef) -> list[dict[str, Any]]:
+        pages = self._client.get_paginator("get_execution_history")
+        events: list[dict[str, Any]] = []
+        for page in pages.paginate(executionArn=self._execution_arn(run)):
+            events.extend(dict(event) for event in page["events"])
+        return events
+
+
+def aws_store() -> Store:
+    return DynamoDbStore(boto3.client("dynamodb"), os.environ["TABLE_NAME"])
+
+
+def build_aws_service() -> Service:
+    git = S3GitHost(
+        boto3.client("s3", config=Config(signature_version="s3v4")),
+        boto3.client("dynamodb"),
+        bucket=os.environ["BUCKET_NAME"],
+        table=os.environ["TABLE_NAME"],
+    )
+    orchestrator = StepFunctionsOrchestrator(
+        boto3.client("stepfunctions"), os.environ["STATE_MACHINE_ARN"]
+    )
+    settings = ServiceSettings(
+        public_url=os.environ["PUBLIC_URL"].rstrip("/"),
+        promote_wait_seconds=float(os.environ.get("PROMOTE_WAIT_SECONDS", "20")),
+    )
+    return Service(aws_store(), git, orchestrator, SystemClock(), settings)
+
+
+def authorize(store: Store, event: dict[str, Any]) -> dict[str, Any]:
+    """An HTTP API Lambda authorizer (payload 2.0, simple responses) over token hashes."""
+    header = ""
+    for name, value in (event.get("headers") or {}).items():
+        if name.lower() == "authorization":
+            header = str(value)
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return {"isAuthorized": False}
+    principal = store.find_principal_by_token_hash(token_hash(token.strip()))
+    if principal is None or principal.revoked:
+        return {"isAuthorized": False}
+    return {"isAuthorized": True, "context": {"principalId": principal.id, "kind": principal.kind}}

@@ -1,0 +1,103 @@
+"""The Lambda handlers on moto, driven by the sample events in `events/`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.domain.model import Principal
+from forkhorse.service.identity import token_hash
+from moto import mock_aws
+
+from tests.support.aws import create_table_from_template
+
+ROOT = Path(__file__).resolve().parents[3]
+BUCKET = "forkhorse-api-tests"
+OWNER_SUB = "6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c"
+
+
+def _event(name: str) -> dict[str, Any]:
+    return json.loads((ROOT / "events" / name).read_text())  # type: ignore[no-any-return]
+
+
+def _function(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"{name}_app", ROOT / f"functions/{name}/app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDbStore]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        dynamodb = boto3.client("dynamodb")
+        table = create_table_from_template(dynamodb)
+        for name, value in {
+            "TABLE_NAME": table,
+            "BUCKET_NAME": BUCKET,
+            "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:ReceiptRun",
+            "PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com",
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield DynamoDbStore(dynamodb, table)
+
+
+def test_the_authorizer_resolves_token_hashes_only(aws: DynamoDbStore) -> None:
+    now = datetime.now(UTC)
+    agent = Principal(kind="agent", id="agent-a-0123456789ab", name="a", created_at=now)
+    assert aws.create_principal(agent, token_hash("fh_example-token"))
+    authorizer = _function("authorizer")
+    event = _event("api_authorizer_request.json")
+    assert authorizer.handler(event, None) == {
+        "isAuthorized": True,
+        "context": {"principalId": "agent-a-0123456789ab", "kind": "agent"},
+    }
+    event["headers"]["authorization"] = "Bearer fh_unknown"
+    assert authorizer.handler(event, None) == {"isAuthorized": False}
+    aws.revoke_principal(agent.id)
+    event["headers"]["authorization"] = "Bearer fh_example-token"
+    assert authorizer.handler(event, None) == {"isAuthorized": False}
+
+
+def test_the_api_function_trusts_the_cognito_owner_and_the_lambda_authorizer(
+    aws: DynamoDbStore,
+) -> None:
+    api = _function("api")
+    created = api.handler(_event("api_create_project.json"), None)
+    assert created["statusCode"] == 201, created
+    project = json.loads(created["body"])["project"]
+    assert project["cloneUrl"].startswith("https://abc123.execute-api.us-east-1.amazonaws.com/git/")
+    stored = aws.get_project(project["id"])
+    assert stored is not None
+    assert stored.owner_id == OWNER_SUB
+    # The sample's project does not exist in this table.
+    state = api.handler(_event("api_state_agent.json"), None)
+    assert (state["statusCode"], json.loads(state["body"])) == (
+        404,
+        {"error": "Project not found."},
+    )
+    anonymous = _event("api_state_agent.json")
+    del anonymous["requestContext"]["authorizer"]
+    assert api.handler(anonymous, None)["statusCode"] == 401
+
+
+def test_the_push_function_ignores_unknown_projects(aws: DynamoDbStore) -> None:
+    push = _function("push")
+    assert push.handler(_event("push_follow.json"), None) == {"moved": []}
