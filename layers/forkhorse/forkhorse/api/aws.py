@@ -6,64 +6,19 @@ PUBLIC_URL and optionally PROMOTE_WAIT_SECONDS.
 
 from __future__ import annotations
 
-import json
 import os
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import boto3
 from botocore.config import Config
 
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.adapters.git.s3 import S3GitHost
-from forkhorse.domain.run import RunRef
+from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.ports.clock import SystemClock
 from forkhorse.ports.store import Store
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.service.identity import token_hash
-
-if TYPE_CHECKING:
-    from mypy_boto3_stepfunctions import SFNClient
-
-_POLL_SECONDS = 1.0
-
-
-class StepFunctionsOrchestrator:
-    """Starts one ReceiptRun execution per generation (the execution name is the generation,
-    so a retried start cannot run a generation twice)."""
-
-    def __init__(self, client: SFNClient, state_machine_arn: str) -> None:
-        self._client = client
-        self._arn = state_machine_arn
-
-    def _execution_arn(self, run: RunRef) -> str:
-        prefix = self._arn.replace(":stateMachine:", ":execution:")
-        return f"{prefix}:{run.generation}"
-
-    def start_run(self, run: RunRef) -> str:
-        started = self._client.start_execution(
-            stateMachineArn=self._arn,
-            name=run.generation,
-            input=json.dumps({"run": run.model_dump(mode="json")}),
-        )
-        return started["executionArn"]
-
-    def wait(self, run: RunRef, timeout_seconds: float) -> bool:
-        deadline = time.monotonic() + timeout_seconds
-        while True:
-            status = self._client.describe_execution(executionArn=self._execution_arn(run))
-            if status["status"] != "RUNNING":
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL_SECONDS)
-
-    def history(self, run: RunRef) -> list[dict[str, Any]]:
-        pages = self._client.get_paginator("get_execution_history")
-        events: list[dict[str, Any]] = []
-        for page in pages.paginate(executionArn=self._execution_arn(run)):
-            events.extend(dict(event) for event in page["events"])
-        return events
 
 
 def aws_store() -> Store:
