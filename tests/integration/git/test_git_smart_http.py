@@ -172,11 +172,12 @@ def test_an_empty_canonical_accepts_only_the_owner_import(served: Served, tmp_pa
 def test_a_push_over_the_request_limit_is_refused_and_changes_nothing(
     tmp_path: Path, serve_app: Any
 ) -> None:
-    from conftest import Directory, Served
     from forkhorse.adapters.events import InProcessEventBus
     from forkhorse.adapters.git.disk import DiskGitHost
     from forkhorse.adapters.git.http import GitHttpApp
     from forkhorse.domain.git_access import GitPrincipal
+
+    from tests.integration.git.conftest import Directory, Served
 
     directory = Directory(tokens={"owner-token": GitPrincipal("owner-1", "owner")})
     host = DiskGitHost(tmp_path / "state")

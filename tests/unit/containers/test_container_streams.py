@@ -7,11 +7,21 @@ from forkhorse.domain.logs import bound_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+
+def _repeated(seed: bytes, size: int) -> bytes:
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+# Large chunks are built from small seeds, so Hypothesis draws little entropy for them.
 CHUNKS = st.lists(
     st.one_of(
         st.binary(max_size=300),
-        st.binary(min_size=17_000, max_size=40_000),
-        st.text(alphabet="aé€😀\n", min_size=3_000, max_size=12_000).map(str.encode),
+        st.builds(_repeated, st.binary(min_size=1, max_size=64), st.integers(17_000, 40_000)),
+        st.builds(
+            lambda text, times: (text * times).encode(),
+            st.text(alphabet="aé€😀\n", min_size=1, max_size=24),
+            st.integers(200, 1_000),
+        ),
     ),
     max_size=8,
 )
