@@ -167,3 +167,46 @@ def test_stateful_resources_are_protected(resources: dict[str, Any]) -> None:
     bucket = resources["ForkhorseBucket"]["Properties"]
     assert all(bucket["PublicAccessBlockConfiguration"].values())
     assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
+
+
+def _routes(resources: dict[str, Any]) -> dict[tuple[str, str], list[Any]]:
+    """(method, path) -> the security the synthesized HTTP API applies to it."""
+    body = resources["ForkhorseHttpApi"]["Properties"]["Body"]
+    routes: dict[tuple[str, str], list[Any]] = {}
+    for path, methods in body["paths"].items():
+        for method, operation in methods.items():
+            method_name = "ANY" if method == "x-amazon-apigateway-any-method" else method.upper()
+            routes[(method_name, path)] = operation.get("security", [])
+    return routes
+
+
+def test_only_the_public_routes_skip_authorization(resources: dict[str, Any]) -> None:
+    public = {route for route, security in _routes(resources).items() if security == [{"NONE": []}]}
+    assert public == {
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/"),
+        ("GET", "/console/{proxy+}"),
+        ("ANY", "/git/{proxy+}"),  # git smart HTTP checks Basic credentials itself
+    }
+
+
+def test_agent_routes_use_the_token_authorizer_and_owner_routes_use_cognito(
+    resources: dict[str, Any],
+) -> None:
+    routes = _routes(resources)
+    assert routes[("POST", "/projects/{projectId}/reviews")] == [{"AgentToken": []}]
+    assert routes[("GET", "/projects/{projectId}/state")] == [{"AgentToken": []}]
+    for owner_route in (
+        ("POST", "/projects/{projectId}/reviews/{reviewId}/approve"),
+        ("POST", "/projects/{projectId}/reviews/{reviewId}/promote"),
+        ("PATCH", "/projects/{projectId}/settings"),
+        ("GET", "/projects/{projectId}/reviews/{reviewId}/receipt"),
+    ):
+        assert routes[owner_route] == [{"OwnerJwt": []}], owner_route
+
+
+def test_the_authorizer_can_only_read_token_hashes(resources: dict[str, Any]) -> None:
+    role = _role_of(resources, "AgentAuthorizerFunction")
+    actions = {a for s in _statements(role) for a in _actions(s)}
+    assert actions == {"dynamodb:GetItem", "dynamodb:Query"}

@@ -10,15 +10,14 @@ import os
 from typing import Any
 
 import boto3
-from botocore.config import Config
 
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
-from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.ports.clock import SystemClock
 from forkhorse.ports.store import Store
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.service.identity import token_hash
+from forkhorse.wiring.aws import git_host
 
 
 def aws_store() -> Store:
@@ -26,12 +25,7 @@ def aws_store() -> Store:
 
 
 def build_aws_service() -> Service:
-    git = S3GitHost(
-        boto3.client("s3", config=Config(signature_version="s3v4")),
-        boto3.client("dynamodb"),
-        bucket=os.environ["BUCKET_NAME"],
-        table=os.environ["TABLE_NAME"],
-    )
+    git = git_host()
     orchestrator = StepFunctionsOrchestrator(
         boto3.client("stepfunctions"), os.environ["STATE_MACHINE_ARN"]
     )
