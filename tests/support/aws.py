@@ -20,7 +20,11 @@ def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
         value = loader.construct_sequence(node, deep=True)
     else:
         value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    return {f"Fn::{suffix}" if suffix != "Ref" else "Ref": value}
+    if suffix == "Ref":
+        return {"Ref": value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)  # the short form's "Resource.Attribute"
+    return {f"Fn::{suffix}": value}
 
 
 _CloudFormationLoader.add_multi_constructor("!", _any_tag)

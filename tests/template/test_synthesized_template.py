@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from samtranslator.public.translator import ManagedPolicyLoader
 from samtranslator.translator.transform import transform
+
+from tests.support.aws import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER_FUNCTIONS = (
@@ -25,27 +26,6 @@ RUNNER_FUNCTIONS = (
     "FinalizeFunction",
     "RunRecoveryFunction",
 )
-
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    if suffix == "Ref":
-        return {"Ref": value}
-    if suffix == "GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {f"Fn::{suffix}": value}
-
-
-_Loader.add_multi_constructor("!", _tag)
 
 
 class _OfflinePolicies(ManagedPolicyLoader):
@@ -71,7 +51,7 @@ def _as_packaged(template: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def resources() -> dict[str, Any]:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # ARNs are built for a region
-    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=_Loader)
+    template = load_template()
     _as_packaged(template)
     parameters = {"DefaultImageReference": "repo/default@sha256:" + "0" * 64}
     synthesized = transform(template, parameters, _OfflinePolicies())
@@ -154,7 +134,7 @@ def test_every_state_machine_substitution_is_declared(resources: dict[str, Any])
 
 
 def test_the_image_is_only_ever_a_pinned_digest() -> None:
-    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=_Loader)
+    template = load_template()
     pattern = re.compile(template["Parameters"]["DefaultImageReference"]["AllowedPattern"])
     assert pattern.fullmatch("123.dkr.ecr.us-east-1.amazonaws.com/fh@sha256:" + "a" * 64)
     assert not pattern.fullmatch("123.dkr.ecr.us-east-1.amazonaws.com/fh:latest")
