@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from typing import Any
 
@@ -18,6 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
+from forkhorse import console
 from forkhorse.api import guards
 from forkhorse.api.models import (
     AddMember,
@@ -84,6 +86,9 @@ class ForkhorseApi:
     def handle(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         """One request. Powertools keeps the current event on a class attribute, so routing
         is serialized; a promote's wait for its job happens after, outside the lock."""
+        static = self._console(event)
+        if static is not None:
+            return static
         with self._lock:
             self._deferred = None
             try:
@@ -107,6 +112,26 @@ class ForkhorseApi:
         except ServiceError as refused:
             return _plain(refused.status, refused.body())
         return pending if answer is None else _plain(answer.status, answer.body)
+
+    @staticmethod
+    def _console(event: dict[str, Any]) -> dict[str, Any] | None:
+        """The owner console's page, files and sign-in configuration: public, GET only.
+        Every API call the page makes still passes the guards."""
+        if guards.method_of(event) != "GET":
+            return None
+        path = str(event.get("rawPath", "/"))
+        if path == console.CONFIG_PATH:
+            return _plain(200, console.config(os.environ))
+        found = console.asset(path)
+        if found is None:
+            return None
+        data, media_type = found
+        return {
+            "statusCode": 200,
+            "headers": {"Content-Type": media_type, **console.HEADERS},
+            "body": data.decode("utf-8"),
+            "isBase64Encoded": False,
+        }
 
     def _guard(self, event: dict[str, Any]) -> None:
         guards.check_origin(event)
@@ -240,6 +265,14 @@ class ForkhorseApi:
         def promotion(project_id: str, review_id: str) -> tuple[Any, int]:
             answer = service.promotions.status(self.caller(), project_id, review_id)
             return answer.body, answer.status
+
+        @app.get(f"{review_path}/gate", responses={200: _ok("The gate, now."), **_ERRORS})
+        def gate(project_id: str, review_id: str) -> dict[str, Any]:
+            return service.inspection.gate(self.caller(), project_id, review_id)
+
+        @app.get(f"{review_path}/history", responses={200: _ok("The run's events."), **_ERRORS})
+        def history(project_id: str, review_id: str) -> dict[str, Any]:
+            return service.inspection.history(self.caller(), project_id, review_id)
 
         receipts_path = f"{review_path}/review-receipts"
 

@@ -83,17 +83,8 @@ class Approvals:
     def approve(self, caller: Caller, project_id: str, review_id: str, commit: str) -> Json:
         project = self._c.owned_project(caller, project_id, "approve reviews")
         review = self._c.project_review(project, review_id)
-        if review.commit != commit:
-            raise Conflict(f"The review is at commit {review.commit}, not {commit}.")
-        if review.approval is not None and review.approval.commit == commit:
-            raise Conflict("This commit is already approved.")
-        self._c.require_live_claim(review)
-        self._c.require_fork_head(review, commit)
         required = project.effective_settings.require_receipt
-        if required:
-            reasons = validate_required(gather_evidence(self._c, review, commit))
-            if reasons:
-                raise Conflict(GATE_REFUSED, reasons=reasons)
+        self.check(review, commit, required)
         execution = review.execution
         generation = None if execution is None else execution.generation
         digest = None if execution is None else execution.digest
@@ -109,3 +100,17 @@ class Approvals:
         if not self._c.store.approve(review.id, approval, digest, generation):
             raise Conflict("The review's receipt changed while approving; try again.")
         return {"approval": approval_json(approval)}
+
+    def check(self, review: Review, commit: str, required: bool) -> None:
+        """Every refusal of approve, in order, as a `Conflict`; the gate's carries reasons.
+        The console's gate view calls this too, so it shows exactly what approve decides."""
+        if review.commit != commit:
+            raise Conflict(f"The review is at commit {review.commit}, not {commit}.")
+        if review.approval is not None and review.approval.commit == commit:
+            raise Conflict("This commit is already approved.")
+        self._c.require_live_claim(review)
+        self._c.require_fork_head(review, commit)
+        if required:
+            reasons = validate_required(gather_evidence(self._c, review, commit))
+            if reasons:
+                raise Conflict(GATE_REFUSED, reasons=reasons)

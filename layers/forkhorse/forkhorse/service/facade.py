@@ -11,6 +11,7 @@ from forkhorse.ports.store import Store
 from forkhorse.service.approvals import Approvals
 from forkhorse.service.context import Context, ServiceSettings
 from forkhorse.service.identity import Caller, token_hash
+from forkhorse.service.inspection import Inspection
 from forkhorse.service.projects import Projects
 from forkhorse.service.promotions import Promotions
 from forkhorse.service.reviews import Reviews
@@ -34,6 +35,7 @@ class Service:
         self.reviews = Reviews(self.context)
         self.approvals = Approvals(self.context)
         self.promotions = Promotions(self.context, self._executor)
+        self.inspection = Inspection(self.context, self.approvals, self.promotions)
 
     def authenticate(self, token: str) -> Caller | None:
         """The live principal behind a bearer token; None if unknown or revoked."""

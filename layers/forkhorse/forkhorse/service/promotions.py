@@ -91,7 +91,7 @@ class Promotions:
         default when None); 202 with the pending promotion if it is still running."""
         project = self._c.owned_project(caller, project_id, "promote reviews")
         review = self._c.project_review(project, review_id)
-        self._preconditions(review, commit)
+        self.preconditions(review, commit)
         mode: PromotionMode = (
             "required" if project.effective_settings.require_receipt else "advisory"
         )
@@ -149,7 +149,8 @@ class Promotions:
         return PromoteAnswer(200, {"promotion": promotion_json(latest, entry)})
 
     # --- checks both modes apply -------------------------------------------------------
-    def _preconditions(self, review: Review, commit: str) -> None:
+    def preconditions(self, review: Review, commit: str) -> None:
+        """What promote checks before any run, in both modes (the console shows them too)."""
         reasons = consent_reasons(review.approval, commit)
         if reasons:
             raise Conflict(CONSENT_MISSING, reasons=reasons)
@@ -191,7 +192,7 @@ class Promotions:
             raise NotFound("The review is gone.")
         # Settings are read under the lock: a change affects every later promote.
         required = project.effective_settings.require_receipt
-        self._preconditions(review, commit)
+        self.preconditions(review, commit)
         old_head = self._c.require_fast_forward(project_id, commit)
         digest: str | None
         if required:

@@ -1,0 +1,159 @@
+// One project: the receipt mode, reviews with live badges, packets, forks and the ledger.
+import {
+  announce, badge, copyButton, facts, fill, h, repeat, section, shortSha, table, when,
+} from './dom.js';
+import { api, get, paths } from './api.js';
+
+const RUNNING_POLL_MS = 1000;
+const IDLE_POLL_MS = 4000;
+
+export function projectPage(ctx, projectId) {
+  const regions = {
+    head: h('div', { id: 'project-head' }, h('h1', { tabindex: '-1' }, 'Project')),
+    settings: section('settings', 'Receipt mode'),
+    reviews: section('reviews', 'Reviews'),
+    packets: section('packets', 'Packets and claims'),
+    forks: section('forks', 'Forks'),
+    ledger: section('ledger', 'Promotion ledger'),
+  };
+  fill(ctx.main, Object.values(regions));
+  const toggle = settingsControl(ctx, projectId, regions.settings);
+  let first = true;
+  return repeat(async () => {
+    let state;
+    try {
+      state = await get(paths.state(projectId));
+    } catch (error) {
+      if (!ctx.fail(error)) fill(regions.head, h('p', { class: 'error', role: 'alert' }, error.message));
+      return null;
+    }
+    drawProject(ctx, regions, state, first);
+    toggle.show(state.project.settings.requireReceipt);
+    if (first) ctx.ready();
+    first = false;
+    const running = state.reviews.some((review) => review.receipt?.status === 'running');
+    return running ? RUNNING_POLL_MS : IDLE_POLL_MS;
+  });
+}
+
+function drawProject(ctx, regions, state, first) {
+  const { project } = state;
+  ctx.title(project.name);
+  if (first) {
+    fill(regions.head, h('h1', { tabindex: '-1' }, project.name), facts([
+      ['Canonical head', h('code', null, project.canonicalHead ?? 'empty')],
+      ['Clone URL', [h('code', { class: 'wrap' }, project.cloneUrl), ' ',
+        copyButton(project.cloneUrl, 'Copy the clone URL')]],
+    ]));
+  }
+  fill(regions.reviews, h('h2', { id: 'reviews-title' }, 'Reviews'), reviewTable(project.id, state));
+  fill(regions.packets, h('h2', { id: 'packets-title' }, 'Packets and claims'), packetList(state.packets));
+  fill(regions.forks, h('h2', { id: 'forks-title' }, 'Forks'), forkTable(state.forks));
+  fill(regions.ledger, h('h2', { id: 'ledger-title' }, 'Promotion ledger'), ledgerTable(project.id, state.ledger));
+}
+
+const MODE_TEXT = {
+  true: 'Approve accepts only fresh, passing, complete, real (not mocked) evidence '
+    + 'for the exact commit, and promote reruns every check (trigger before-promote); if that '
+    + 'run does not pass, promote is refused with “Checks failed before promote.”',
+  false: 'Checks still run and their results stay visible, failures included, but '
+    + 'approve and promote ignore them. Promote starts no checks; the ledger keeps the digest '
+    + 'known at the moment of promotion.',
+};
+
+function settingsControl(ctx, projectId, region) {
+  const input = h('input', {
+    id: 'require-receipt', type: 'checkbox', role: 'switch', 'aria-describedby': 'mode-now mode-help',
+  });
+  const now = h('p', { id: 'mode-now', class: 'mode' });
+  const status = h('div', { id: 'mode-status' });
+  let pending = false;
+  const show = (required) => {
+    if (pending) return;
+    input.checked = required;
+    fill(now, h('strong', null, required ? 'Mode: required. ' : 'Mode: advisory. '), MODE_TEXT[required]);
+  };
+  input.addEventListener('change', async () => {
+    pending = true;
+    input.disabled = true;
+    const wanted = input.checked;
+    try {
+      const { data } = await api('PATCH', paths.settings(projectId), { requireReceipt: wanted });
+      pending = false;
+      show(data.settings.requireReceipt);
+      const message = `Saved: receipts are now ${wanted ? 'required' : 'advisory'}.`;
+      fill(status, h('p', { class: 'ok' }, message));
+      announce(message);
+    } catch (error) {
+      pending = false;
+      show(!wanted);
+      if (!ctx.fail(error)) fill(status, h('p', { class: 'error', role: 'alert' }, error.message));
+    }
+    input.disabled = false;
+    input.focus();
+  });
+  region.append(
+    h('div', { class: 'check switch' }, input,
+      h('label', { for: 'require-receipt' }, 'Require receipts before approve and promote')),
+    now,
+    h('p', { id: 'mode-help', class: 'muted' }, 'A change applies to later approve and promote '
+      + 'calls. Turning it on also gates an already-approved review: its next promote must pass '
+      + 'a new required run.'),
+    status);
+  return { show };
+}
+
+function checkProgress(receipt) {
+  if (!receipt) return '—';
+  const done = receipt.checks.filter((check) => check.outcome !== 'running').length;
+  const passed = receipt.checks.filter((check) => check.outcome === 'passed').length;
+  if (!receipt.checks.length) return receipt.status === 'running' ? 'loading definitions' : 'none';
+  return `${passed} of ${receipt.checks.length} passed${done < receipt.checks.length ? `, ${receipt.checks.length - done} running` : ''}`;
+}
+
+function reviewTable(projectId, state) {
+  const rows = state.reviews.map((review) => [
+    h('a', { href: `#/p/${encodeURIComponent(projectId)}/r/${encodeURIComponent(review.id)}` },
+      `Review ${shortSha(review.id)}`),
+    h('code', { title: review.commit }, shortSha(review.commit)),
+    review.receipt ? [badge(review.receipt.status), h('span', { class: 'muted small' }, ` ${review.receipt.trigger}`)]
+      : badge('none'),
+    checkProgress(review.receipt),
+    review.approval ? `Approved (${review.approval.mode}) ${shortSha(review.approval.commit)}` : 'Not approved',
+    review.promotion ? `Promoted ${when(review.promotion.promotedAt)}` : 'Not promoted',
+  ]);
+  return table('Reviews and their receipts',
+    ['Review', 'Commit', 'Receipt', 'Checks', 'Approval', 'Promotion'], rows,
+    'No reviews yet. Agents request them after pushing to a fork.');
+}
+
+function packetList(packets) {
+  const rows = packets.map((packet) => [
+    packet.title,
+    packet.claim ? `Claimed by ${packet.claim.agentId}` : 'Unclaimed',
+    packet.claim ? when(packet.claim.expiresAt) : '—',
+  ]);
+  return table('Packets and their claims', ['Packet', 'Claim', 'Claim expires'], rows, 'No packets yet.');
+}
+
+function forkTable(forks) {
+  const rows = forks.map((fork) => [
+    fork.name,
+    fork.owner,
+    h('code', { title: fork.head ?? 'empty' }, shortSha(fork.head)),
+  ]);
+  return table('Forks and their heads', ['Fork', 'Owner', 'Head'], rows, 'No forks yet.');
+}
+
+function ledgerTable(projectId, ledger) {
+  const rows = ledger.map((entry) => [
+    when(entry.promotedAt),
+    h('code', { title: entry.commit }, shortSha(entry.commit)),
+    h('code', { title: entry.from ?? 'empty' }, shortSha(entry.from)),
+    entry.digest ? h('code', { title: entry.digest }, shortSha(entry.digest)) : 'none (advisory)',
+    h('a', { href: `#/p/${encodeURIComponent(projectId)}/r/${encodeURIComponent(entry.reviewId)}` },
+      `Review ${shortSha(entry.reviewId)}`),
+  ]);
+  return table('Promotions of canonical', ['Promoted', 'Commit', 'From', 'Digest', 'Review'], rows,
+    'Nothing promoted yet.');
+}

@@ -1,0 +1,96 @@
+"""Read-only owner views for the console: what the gate would decide now, and a run's history.
+
+The gate view calls the same checks approve and promote run (nothing is re-decided here),
+so the console can list each reason before the owner presses a button. The history view
+asks the Orchestrator for the current execution's events, shaped like Step Functions'
+GetExecutionHistory whether they come from the local supervisor or from AWS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from forkhorse.domain.model import Review
+from forkhorse.domain.run import RunRef
+from forkhorse.service.approvals import Approvals
+from forkhorse.service.context import Context
+from forkhorse.service.errors import Conflict
+from forkhorse.service.identity import Caller
+from forkhorse.service.promotions import Promotions
+from forkhorse.service.views import Json
+
+
+@runtime_checkable
+class NamesExecutions(Protocol):
+    """An Orchestrator whose executions have ARNs (Step Functions)."""
+
+    def execution_arn(self, run: RunRef) -> str: ...
+
+
+def step_functions_console_url(execution_arn: str) -> str:
+    """The execution's page in the AWS Step Functions console."""
+    region = execution_arn.split(":")[3]
+    return (
+        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+        f"#/v2/executions/details/{execution_arn}"
+    )
+
+
+def _verdict(check: Callable[[], None]) -> Json:
+    """Allowed, or each reason the call would be refused with."""
+    try:
+        check()
+    except Conflict as refused:
+        return {"allowed": False, "reasons": refused.reasons or [refused.message]}
+    return {"allowed": True, "reasons": []}
+
+
+class Inspection:
+    def __init__(self, context: Context, approvals: Approvals, promotions: Promotions) -> None:
+        self._c = context
+        self._approvals = approvals
+        self._promotions = promotions
+
+    def gate(self, caller: Caller, project_id: str, review_id: str) -> Json:
+        """Would approve and promote of the review's current commit be refused, and why."""
+        project = self._c.owned_project(caller, project_id, "read the gate")
+        review = self._c.project_review(project, review_id)
+        required = project.effective_settings.require_receipt
+        commit = review.commit
+        return {
+            "mode": "required" if required else "advisory",
+            "commit": commit,
+            "approve": _verdict(lambda: self._approvals.check(review, commit, required)),
+            "promote": _verdict(lambda: self._promotions.preconditions(review, commit)),
+        }
+
+    def history(self, caller: Caller, project_id: str, review_id: str) -> Json:
+        """The current execution's events; none before the review's first run."""
+        project = self._c.owned_project(caller, project_id, "read execution histories")
+        review = self._c.project_review(project, review_id)
+        orchestrator = self._c.orchestrator
+        named = isinstance(orchestrator, NamesExecutions)
+        run = _current_run(review)
+        arn = None
+        if isinstance(orchestrator, NamesExecutions) and run is not None:
+            arn = orchestrator.execution_arn(run)
+        return {
+            "source": "step-functions" if named else "local",
+            "executionArn": arn,
+            "consoleUrl": None if arn is None else step_functions_console_url(arn),
+            "events": [] if run is None else orchestrator.history(run),
+        }
+
+
+def _current_run(review: Review) -> RunRef | None:
+    execution = review.execution
+    if execution is None:
+        return None
+    return RunRef(
+        project_id=review.project_id,
+        review_id=review.id,
+        generation=execution.generation,
+        trigger=execution.trigger,
+        commit=execution.commit,
+    )
