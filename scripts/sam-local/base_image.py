@@ -139,7 +139,7 @@ def _python_ignore(home: Path) -> Callable[[str, list[str]], set[str]]:
 def _install_runtime(rootfs: Path) -> None:
     runtime = rootfs / "var/runtime"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        [sys.executable, "-m", "pip", "install", "-qq", "--disable-pip-version-check",
          "--target", str(runtime), "--only-binary=:all:", "--implementation", "cp",
          "--python-version", "3.13", "--platform", "manylinux2014_x86_64",
          "--platform", "manylinux_2_28_x86_64", "-r", str(HERE / "runtime-requirements.txt")],

@@ -1,0 +1,141 @@
+"""moto_server for `sam local`, and the template's table, bucket and state machine in it.
+
+SAM runs each function in a container on podman's default bridge network (SAM's
+`--docker-network host` only means "join no extra network"), where the host's loopback is
+out of reach. So moto_server (the .venv's moto, on the local base image's Python) runs in a
+container on that same bridge: the Lambda containers reach it at its bridge address, and this
+driver reaches it on a published 127.0.0.1 port. Nothing listens beyond loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+from base_image import IMAGE_TAG
+from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # tests.support: the table exactly as template.yaml declares it
+
+from tests.support.aws import create_table_from_template, load_template  # noqa: E402
+
+TABLE = "forkhorse-sam-local"
+BUCKET = "forkhorse-sam-local"
+STATE_MACHINE = "ReceiptRun"
+MOTO_PORT = 5000
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "sam-local",
+    "AWS_SECRET_ACCESS_KEY": "sam-local",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@dataclass(frozen=True)
+class Moto:
+    host_url: str  # from this driver, on loopback
+    container_url: str  # from the Lambda containers, on the bridge
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def moto_server(podman: Podman) -> Iterator[Moto]:
+    """Run moto_server until the block ends; the container is removed by its id."""
+    site_packages = Path(boto3.__file__).resolve().parents[1]
+    port = free_loopback_port()
+    container = podman.output(
+        "run", "-d", "--rm", "--pull", "never", *ULIMIT_FLAGS,
+        "-p", f"127.0.0.1:{port}:{MOTO_PORT}",
+        "-v", f"{site_packages}:/opt/moto:ro", "-e", "PYTHONPATH=/opt/moto",
+        "--entrypoint", "/var/lang/bin/python3.13", IMAGE_TAG,
+        "-c", "import sys; from moto.server import main; sys.exit(main(sys.argv[1:]))",
+        "-H", "0.0.0.0", "-p", str(MOTO_PORT),
+    ).strip()  # fmt: skip
+    try:
+        address = podman.output(
+            "inspect", "--format", "{{.NetworkSettings.IPAddress}}", container
+        ).strip()
+        moto = Moto(f"http://127.0.0.1:{port}", f"http://{address}:{MOTO_PORT}")
+        _wait_for(moto.host_url)
+        print(f"sam-local: moto_server {container[:12]} at {moto.host_url}", flush=True)
+        yield moto
+    finally:
+        podman.run("rm", "--force", "--time", "0", container)
+
+
+def _wait_for(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):  # noqa: S310 (loopback)
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def use_endpoint(moto: Moto) -> None:
+    """This driver's own boto3 clients (and the host-side seeding) talk to moto."""
+    os.environ.update(FAKE_CREDENTIALS)
+    os.environ.update(
+        AWS_ENDPOINT_URL=moto.host_url,
+        TABLE_NAME=TABLE,
+        BUCKET_NAME=BUCKET,
+        STATE_MACHINE_ARN=state_machine_arn(),
+    )
+
+
+def state_machine_arn() -> str:
+    return f"arn:aws:states:us-east-1:123456789012:stateMachine:{STATE_MACHINE}"
+
+
+def create_resources() -> None:
+    """The template's table, its bucket (versioned, as declared) and the ReceiptRun machine."""
+    create_table_from_template(boto3.client("dynamodb"), TABLE)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    bucket = load_template()["Resources"]["ForkhorseBucket"]["Properties"]
+    s3.put_bucket_versioning(
+        Bucket=BUCKET, VersioningConfiguration=bucket["VersioningConfiguration"]
+    )
+    definition = (ROOT / "statemachine/receipt_run.asl.json").read_text(encoding="utf-8")
+    for name in _substitutions(definition):
+        definition = definition.replace(
+            f"${{{name}}}", f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+        )
+    boto3.client("stepfunctions").create_state_machine(
+        name=STATE_MACHINE,
+        definition=definition,
+        roleArn="arn:aws:iam::123456789012:role/sam-local",
+    )
+
+
+def _substitutions(definition: str) -> set[str]:
+    properties = load_template()["Resources"]["ReceiptRunStateMachine"]["Properties"]
+    names = set(properties["DefinitionSubstitutions"])
+    missing = {name for name in names if f"${{{name}}}" not in definition}
+    assert not missing, f"unused substitutions: {missing}"
+    return names
+
+
+def read_json(path: Path) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded

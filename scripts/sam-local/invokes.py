@@ -1,0 +1,77 @@
+"""`sam local invoke` of every function with its sample event from events/, asserted."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.domain.model import Principal
+from forkhorse.service.identity import token_hash
+from sam import Sam
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+LOCAL_EVENTS = Path(__file__).resolve().parent / "events"
+SAMPLE_AGENT = "agent-a-0123456789ab"
+SAMPLE_TOKEN = "fh_example-token"  # events/api_authorizer_request.json
+PUBLIC_URL = "https://sam-local.invalid"
+
+
+def seed_sample_agent() -> None:
+    """The agent whose token the authorizer's sample event carries (stored as a hash)."""
+    store = DynamoDbStore(boto3.client("dynamodb"), _env("TABLE_NAME"))
+    agent = Principal(kind="agent", id=SAMPLE_AGENT, name="a", created_at=datetime.now(UTC))
+    store.create_principal(agent, token_hash(SAMPLE_TOKEN))
+
+
+def _env(name: str) -> str:
+    import os
+
+    return os.environ[name]
+
+
+def _body(response: dict[str, Any]) -> Any:
+    return json.loads(response["body"])
+
+
+def _expect(function: str, got: Any, expected: Any) -> None:
+    assert got == expected, f"{function}: expected {expected!r}, got {got!r}"
+    print(f"sam-local: ok  {function}: {json.dumps(got)[:120]}", flush=True)
+
+
+def invoke_every_function(sam: Sam) -> None:
+    seed_sample_agent()
+    api_function(sam)
+    authorizer = sam.invoke("AgentAuthorizerFunction", EVENTS / "api_authorizer_request.json")
+    _expect(
+        "AgentAuthorizerFunction",
+        authorizer,
+        {"isAuthorized": True, "context": {"principalId": SAMPLE_AGENT, "kind": "agent"}},
+    )
+    for event in ("push.json", "push_follow.json"):
+        _expect("PushFunction", sam.invoke("PushFunction", EVENTS / event), {"moved": []})
+    git = sam.invoke("GitHttpFunction", EVENTS / "git_http_info_refs.json")
+    _expect("GitHttpFunction", git["statusCode"], 401)
+    runner_functions(sam)
+
+
+def api_function(sam: Sam) -> None:
+    created = sam.invoke("ApiFunction", EVENTS / "api_create_project.json")
+    assert created["statusCode"] == 201, created
+    clone_url = _body(created)["project"]["cloneUrl"]
+    _expect("ApiFunction", clone_url.startswith(f"{PUBLIC_URL}/git/"), True)
+    state = sam.invoke("ApiFunction", EVENTS / "api_state_agent.json")
+    _expect(
+        "ApiFunction", (state["statusCode"], _body(state)), (404, {"error": "Project not found."})
+    )
+
+
+def runner_functions(sam: Sam) -> None:
+    quick = sam.invoke("QuickCheckFunction", EVENTS / "quick_check.json")
+    print(quick)
+    recovery = sam.invoke("RunRecoveryFunction", EVENTS / "sfn_status_change.json")
+    print(recovery)
