@@ -33,6 +33,10 @@ function pageContext() {
         performance.mark('forkhorse:ready');
       }
       document.body.dataset.ready = 'true';
+      // Screen readers start at the new page's heading.
+      if (!main.contains(document.activeElement) || document.activeElement === main) {
+        main.querySelector('h1')?.focus({ preventScroll: true });
+      }
     },
     fail(error) {
       if (error instanceof SignedOut) {
@@ -57,7 +61,6 @@ function render() {
   signOutButton.hidden = false;
   const [page, ...args] = route(location.hash);
   stopPage = page(pageContext(), ...args) ?? (() => {});
-  main.querySelector('h1')?.focus({ preventScroll: true });
 }
 
 function showSignIn() {

@@ -82,6 +82,7 @@ const STATUS = {
   'timed-out': ['⏱', 'Timed out'],
   skipped: ['⤼', 'Skipped'],
   pending: ['·', 'Not started'],
+  done: ['✓', 'Done'],
   none: ['–', 'No receipt'],
   open: ['✓', 'Open'],
   closed: ['✗', 'Closed'],
@@ -104,8 +105,8 @@ export function facts(pairs) {
 }
 
 /** A button that copies text, and says so. */
-export function copyButton(text, label) {
-  const button = h('button', { type: 'button', class: 'quiet copy', 'aria-label': label }, 'Copy');
+export function copyButton(text, label, id) {
+  const button = h('button', { type: 'button', class: 'quiet copy', 'aria-label': label, id }, 'Copy');
   button.addEventListener('click', async () => {
     try {
       await navigator.clipboard.writeText(text);

@@ -55,7 +55,7 @@ function gateState(span, quick) {
 function stepStatus(span, failedWhen) {
   if (!span?.start) return 'pending';
   if (!span.end) return 'running';
-  return failedWhen ? 'failed' : 'passed';
+  return failedWhen ? 'failed' : 'done';
 }
 
 function checkStatus(check, span) {
@@ -129,13 +129,15 @@ export function graphSvg(nodes) {
 }
 
 export function graphSection(history, summary) {
-  const nodes = runGraph(history.events, summary);
   const source = history.source === 'step-functions'
     ? h('p', null, 'From Step Functions GetExecutionHistory. ',
       history.consoleUrl ? h('a', { href: history.consoleUrl, rel: 'noreferrer', target: '_blank' },
         'Open this execution in the Step Functions console') : null)
     : h('p', { class: 'muted' }, 'From the local supervisor’s execution history.');
-  const empty = history.events.length ? null
-    : h('p', { class: 'muted' }, 'No execution history yet.');
-  return [source, empty, h('div', { class: 'graph-wrap' }, graphSvg(nodes))];
+  if (!history.events.length) {
+    return [source, h('p', { class: 'muted', id: 'graph-empty' }, summary
+      ? 'No execution history yet: the run has not recorded a state.'
+      : 'No execution: this review has no receipt run.')];
+  }
+  return [source, h('div', { class: 'graph-wrap' }, graphSvg(runGraph(history.events, summary)))];
 }

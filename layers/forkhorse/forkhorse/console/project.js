@@ -27,7 +27,7 @@ export function projectPage(ctx, projectId) {
       if (!ctx.fail(error)) fill(regions.head, h('p', { class: 'error', role: 'alert' }, error.message));
       return null;
     }
-    drawProject(ctx, regions, state, first);
+    drawProject(ctx, regions, state);
     toggle.show(state.project.settings.requireReceipt);
     if (first) ctx.ready();
     first = false;
@@ -36,15 +36,18 @@ export function projectPage(ctx, projectId) {
   });
 }
 
-function drawProject(ctx, regions, state, first) {
+function drawProject(ctx, regions, state) {
   const { project } = state;
   ctx.title(project.name);
-  if (first) {
-    fill(regions.head, h('h1', { tabindex: '-1' }, project.name), facts([
-      ['Canonical head', h('code', null, project.canonicalHead ?? 'empty')],
-      ['Clone URL', [h('code', { class: 'wrap' }, project.cloneUrl), ' ',
-        copyButton(project.cloneUrl, 'Copy the clone URL')]],
-    ]));
+  const head = facts([
+    ['Canonical head', h('code', { id: 'canonical-head', class: 'wrap' }, project.canonicalHead ?? 'empty')],
+    ['Clone URL', [h('code', { class: 'wrap' }, project.cloneUrl), ' ',
+      copyButton(project.cloneUrl, 'Copy the clone URL', 'copy-clone-url')]],
+  ]);
+  // Redrawn only when canonical moves, so focus and selection in the header survive polls.
+  if (regions.head.dataset.canonical !== String(project.canonicalHead)) {
+    fill(regions.head, h('h1', { tabindex: '-1' }, project.name), head);
+    regions.head.dataset.canonical = String(project.canonicalHead);
   }
   fill(regions.reviews, h('h2', { id: 'reviews-title' }, 'Reviews'), reviewTable(project.id, state));
   fill(regions.packets, h('h2', { id: 'packets-title' }, 'Packets and claims'), packetList(state.packets));

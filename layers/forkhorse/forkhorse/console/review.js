@@ -122,7 +122,7 @@ class ReviewPage {
       ['Finished', when(receipt.finishedAt)],
       ['Duration', duration(receipt.durationMs)],
       ['Digest', receipt.digest
-        ? [h('code', { id: 'digest', class: 'wrap' }, receipt.digest), ' ', copyButton(receipt.digest, 'Copy the digest')]
+        ? [h('code', { id: 'digest', class: 'wrap' }, receipt.digest), ' ', copyButton(receipt.digest, 'Copy the digest', 'copy-digest')]
         : h('span', { class: 'muted' }, receipt.status === 'running'
           ? 'None yet: the run is still going.' : 'None: no record was attached.')],
     ]);
