@@ -32,6 +32,7 @@ from tests.support.aws import create_table_from_template, load_template  # noqa:
 TABLE = "forkhorse-sam-local"
 BUCKET = "forkhorse-sam-local"
 STATE_MACHINE = "ReceiptRun"
+CLUSTER = "forkhorse-checks"  # env-vars.json: FORKHORSE_CLUSTER
 MOTO_PORT = 5000
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "sam-local",
@@ -66,7 +67,8 @@ def moto_server(podman: Podman) -> Iterator[Moto]:
         "-v", f"{site_packages}:/opt/moto:ro", "-e", "PYTHONPATH=/opt/moto",
         "--entrypoint", "/var/lang/bin/python3.13", IMAGE_TAG,
         "-c", "import sys; from moto.server import main; sys.exit(main(sys.argv[1:]))",
-        "-H", "0.0.0.0", "-p", str(MOTO_PORT),
+        "-H", "0.0.0.0",  # noqa: S104 (inside its container, published on loopback)
+        "-p", str(MOTO_PORT),
     ).strip()  # fmt: skip
     try:
         address = podman.output(
@@ -100,6 +102,7 @@ def use_endpoint(moto: Moto) -> None:
         TABLE_NAME=TABLE,
         BUCKET_NAME=BUCKET,
         STATE_MACHINE_ARN=state_machine_arn(),
+        PUBLIC_URL="https://sam-local.invalid",
     )
 
 
@@ -108,7 +111,7 @@ def state_machine_arn() -> str:
 
 
 def create_resources() -> None:
-    """The template's table, its bucket (versioned, as declared) and the ReceiptRun machine."""
+    """The template's table, its bucket (versioned, as declared), ReceiptRun, the cluster."""
     create_table_from_template(boto3.client("dynamodb"), TABLE)
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket=BUCKET)
@@ -121,6 +124,8 @@ def create_resources() -> None:
         definition = definition.replace(
             f"${{{name}}}", f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
         )
+    # Full checks' cluster, so the poll step's lookups find it (its task does not exist).
+    boto3.client("ecs").create_cluster(clusterName=CLUSTER)
     boto3.client("stepfunctions").create_state_machine(
         name=STATE_MACHINE,
         definition=definition,

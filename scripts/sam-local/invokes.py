@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from sam import Sam
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 LOCAL_EVENTS = Path(__file__).resolve().parent / "events"
+STATE = ROOT / ".aws-sam/sam-local"
 SAMPLE_AGENT = "agent-a-0123456789ab"
-SAMPLE_TOKEN = "fh_example-token"  # events/api_authorizer_request.json
+SAMPLE_TOKEN = "fh_example-token"  # noqa: S105 (events/api_authorizer_request.json)
 PUBLIC_URL = "https://sam-local.invalid"
 
 
@@ -29,8 +31,6 @@ def seed_sample_agent() -> None:
 
 
 def _env(name: str) -> str:
-    import os
-
     return os.environ[name]
 
 
@@ -71,7 +71,25 @@ def api_function(sam: Sam) -> None:
 
 
 def runner_functions(sam: Sam) -> None:
-    quick = sam.invoke("QuickCheckFunction", EVENTS / "quick_check.json")
-    print(quick)
+    """The steps on the sample run, whose commit is absent: each fails closed, as recorded."""
+    dropped = sam.invoke("QuickCheckFunction", EVENTS / "quick_check.json")
+    _expect("QuickCheckFunction", (dropped["name"], len(dropped["evidence"])), ("brand", 64))
+    recorded = sam.invoke("QuickRecordFunction", _written("quick_record.json", dropped))
+    _expect("QuickRecordFunction", recorded["outcome"], "infrastructure-error")
+    started = sam.invoke("FullStartFunction", LOCAL_EVENTS / "full_start.json")
+    _expect(
+        "FullStartFunction", (started["done"], started["outcome"]), (True, "infrastructure-error")
+    )
+    polled = sam.invoke("FullPollFunction", LOCAL_EVENTS / "full_poll.json")
+    _expect("FullPollFunction", polled.get("done"), True)
+    final = sam.invoke("FinalizeFunction", LOCAL_EVENTS / "finalize_infrastructure_error.json")
+    _expect("FinalizeFunction", final, {"attached": False, "status": "infrastructure-error"})
     recovery = sam.invoke("RunRecoveryFunction", EVENTS / "sfn_status_change.json")
-    print(recovery)
+    _expect("RunRecoveryFunction", recovery, {"finalized": False})
+
+
+def _written(name: str, event: dict[str, Any]) -> Path:
+    """An event produced by the previous step, as Step Functions would pass it on."""
+    path = STATE / name
+    path.write_text(json.dumps(event), encoding="utf-8")
+    return path

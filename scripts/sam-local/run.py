@@ -15,6 +15,7 @@ from pathlib import Path
 
 import aws_local
 import invokes
+import walk
 from base_image import ensure_base_image, image_size
 from engine import docker_api
 from forkhorse.adapters.containers.podman_cli import Podman
@@ -38,6 +39,12 @@ def main() -> int:
         sam.docker_host = docker_host
         sam.env_vars = write_env_vars(STATE / "env-vars.json", moto.container_url)
         invokes.invoke_every_function(sam)
+        api_timings = walk.walk(sam)
+    print(
+        f"sam-local: ApiFunction under start-api: cold {api_timings['cold']:.2f} s, "
+        f"warm {api_timings['warm']:.3f} s",
+        flush=True,
+    )
     report(sam)
     print(f"sam-local: passed in {time.monotonic() - started:.0f} s", flush=True)
     return 0

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from aws_local import FAKE_CREDENTIALS
+from engine import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -95,6 +99,34 @@ class Sam:
                 f"{completed.stderr[-4000:]}"
             )
         return response
+
+    @contextmanager
+    def start_api(self, port: int) -> Iterator[str]:
+        """`sam local start-api` on loopback until the block ends; stopped by its PID."""
+        log = (self.build_dir.parent / "start-api.log").open("wb")
+        server = subprocess.Popen(
+            [str(SAM), "local", "start-api", "--host", "127.0.0.1", "--port", str(port),
+             "--warm-containers", "LAZY", *self.local_args()],
+            cwd=ROOT, env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        print(f"sam-local: sam local start-api, PID {server.pid}, on 127.0.0.1:{port}", flush=True)
+        try:
+            _wait_for_port(server, port)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop_process(server, grace=30)
+            log.close()
+
+
+def _wait_for_port(server: subprocess.Popen[bytes], port: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"sam local start-api did not start (exit {server.poll()})")
+        time.sleep(0.2)
 
 
 def declare_endpoint_variable(template: Path) -> None:

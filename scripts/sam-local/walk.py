@@ -1,0 +1,210 @@
+"""The API scenario over `sam local start-api`: the HTTP tests' walk, on the Lambda packaging.
+
+The owner creates a project and an agent; the owner's initial import (with one quick check)
+reaches canonical through the GitHttpFunction's own WSGI app, served here on loopback because
+SAM's local HTTP API cannot carry git's binary request bodies; the agent forks, claims a
+packet and requests a review; both read the state. The ReceiptRun that the review started in
+(moto's) Step Functions is then driven by hand, step by step, with `sam local invoke`, as the
+state machine would, and the receipt is read back through the API.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import boto3
+from aws_local import free_loopback_port
+from forkhorse.api.aws import build_aws_service
+from sam import Sam
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLIC_URL = "https://sam-local.invalid"
+QUICK_CHECK = "def check(ctx):\n    return {'ok': True, 'message': 'Quick check passed.'}\n"
+CHECKS = '[{"name":"quick","tier":"quick","module":".forkhorse/quick/ok.py"}]\n'
+
+
+@dataclass
+class Client:
+    base: str
+    token: str
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any, float]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method)  # noqa: S310
+        request.add_header("Authorization", f"Bearer {self.token}")
+        if method != "GET":  # every mutating request is JSON, even without a body
+            request.add_header("Content-Type", "application/json")
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, payload = error.code, error.read()
+        return status, json.loads(payload or b"null"), time.monotonic() - started
+
+    def ok(self, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
+        status, payload, seconds = self.call(method, path, body)
+        assert status == expect, (method, path, status, payload)
+        print(f"sam-local: ok  {method} {path} -> {status} ({seconds:.2f} s)", flush=True)
+        return payload
+
+
+def walk(sam: Sam) -> dict[str, float]:
+    """Walk the scenario; returns ApiFunction's request times (first cold, then warm)."""
+    _, owner_token = build_aws_service().projects.create_principal("owner", "owner")
+    with sam.start_api(free_loopback_port()) as base:
+        owner = Client(base, owner_token)
+        timings = api_function_timings(owner)
+        project = owner.ok("POST", "/projects", {"name": "sam-local"}, expect=201)["project"]
+        assert project["cloneUrl"].startswith(f"{PUBLIC_URL}/git/"), project
+        push_initial_import(project["cloneUrl"], owner_token)
+        agent_id, agent = new_agent(owner, project["id"])
+        packet = owner.ok(
+            "POST", f"/projects/{project['id']}/packets", {"title": "work"}, expect=201
+        )["packet"]["id"]
+        agent.ok("POST", f"/projects/{project['id']}/packets/{packet}/claim", expect=201)
+        fork = agent.ok("POST", f"/projects/{project['id']}/forks", {"name": "a"}, expect=201)
+        commit = fork["fork"]["head"]
+        body = {"packetId": packet, "forkId": fork["fork"]["id"], "commit": commit}
+        review = agent.ok("POST", f"/projects/{project['id']}/reviews", body, expect=202)
+        review_id = review["review"]["id"]
+        state = agent.ok("GET", f"/projects/{project['id']}/state")
+        assert [r["id"] for r in state["reviews"]] == [review_id], state
+        assert state["reviews"][0]["commit"] == commit
+        run_receipt_by_hand(sam, review_id)
+        summary = _review(owner.ok("GET", f"/projects/{project['id']}/state"), review_id)
+        assert summary["receipt"]["status"] == "passed", summary
+        assert summary["receipt"]["checks"][0]["runtime"] == "dynamic-worker", summary
+        print(f"sam-local: agent {agent_id} reviewed {commit[:12]}: passed", flush=True)
+    return timings
+
+
+def api_function_timings(owner: Client) -> dict[str, float]:
+    """GET /projects: the first request starts ApiFunction's container, the rest reuse it."""
+    seconds = [owner.call("GET", "/projects")[2] for _ in range(4)]
+    return {"cold": seconds[0], "warm": min(seconds[1:])}
+
+
+def new_agent(owner: Client, project_id: str) -> tuple[str, Client]:
+    created = owner.ok("POST", "/agents", {"name": "agent"}, expect=201)
+    agent_id = created["agent"]["id"]
+    owner.ok("POST", f"/projects/{project_id}/members", {"agentId": agent_id}, expect=201)
+    return agent_id, Client(owner.base, created["token"])
+
+
+def _review(state: dict[str, Any], review_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(r for r in state["reviews"] if r["id"] == review_id)
+    return found
+
+
+# --- git: the owner's initial import -------------------------------------------------------
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def git_http_app() -> Iterator[str]:
+    """GitHttpFunction's WSGI app (its own `configure`), on loopback, against moto."""
+    spec = importlib.util.spec_from_file_location(
+        "git_http_app", ROOT / "functions/git_http/app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    server = make_server("127.0.0.1", 0, module.configure(), handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def push_initial_import(clone_url: str, token: str) -> None:
+    files = {
+        "README.md": "hello\n",
+        ".forkhorse/checks": CHECKS,
+        ".forkhorse/quick/ok.py": QUICK_CHECK,
+    }
+    with git_http_app() as base, tempfile.TemporaryDirectory(prefix="sam-local-git-") as work:
+        worktree = Path(work)
+        for name, content in files.items():
+            (worktree / name).parent.mkdir(parents=True, exist_ok=True)
+            (worktree / name).write_text(content, encoding="utf-8")
+        url = clone_url.replace(PUBLIC_URL, base)
+        basic = base64.b64encode(f"x:{token}".encode()).decode()
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                     ["commit", "-q", "-m", "initial import"],
+                     ["-c", f"http.extraHeader=Authorization: Basic {basic}",
+                      "push", "-q", url, "HEAD:refs/heads/main"]):  # fmt: skip
+            subprocess.run(["git", *args], cwd=worktree, env=_git_env(worktree), check=True)
+    print("sam-local: ok  git push of the initial import to canonical", flush=True)
+
+
+def _git_env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "Owner",
+        "GIT_AUTHOR_EMAIL": "owner@forkhorse.invalid", "GIT_COMMITTER_NAME": "Owner",
+        "GIT_COMMITTER_EMAIL": "owner@forkhorse.invalid",
+    }  # fmt: skip
+
+
+# --- the ReceiptRun, step by step -----------------------------------------------------------
+
+
+def run_receipt_by_hand(sam: Sam, review_id: str) -> None:
+    """The execution's input from (moto's) Step Functions through each step Lambda in turn."""
+    run = _execution_input(review_id)
+    with tempfile.TemporaryDirectory(prefix="sam-local-events-") as scratch:
+        events = Path(scratch)
+
+        def step(function: str, event: dict[str, Any]) -> dict[str, Any]:
+            path = events / f"{function}.json"
+            path.write_text(json.dumps(event), encoding="utf-8")
+            result = sam.invoke(function, path)
+            print(f"sam-local: ok  {function}: {json.dumps(result)[:100]}", flush=True)
+            return result
+
+        prepared = step("PrepareFunction", run)
+        assert (prepared["discovery"], prepared["quickCount"]) == ("checks", 1), prepared
+        results = []
+        for check in prepared["quick"]:
+            dropped = step("QuickCheckFunction", {"run": run["run"], "check": check})
+            results.append(step("QuickRecordFunction", dropped))
+        assert [r["outcome"] for r in results] == ["passed"], results
+        final = step(
+            "FinalizeFunction", {**run, "prepared": prepared, "quick": results, "full": []}
+        )
+        assert (final["attached"], final["status"]) == (True, "passed"), final
+
+
+def _execution_input(review_id: str) -> dict[str, Any]:
+    sfn = boto3.client("stepfunctions")
+    executions = sfn.list_executions(stateMachineArn=os.environ["STATE_MACHINE_ARN"])
+    for execution in executions["executions"]:
+        described = sfn.describe_execution(executionArn=execution["executionArn"])
+        document: dict[str, Any] = json.loads(described["input"])
+        if document["run"]["reviewId"] == review_id:
+            return document
+    raise AssertionError(f"no ReceiptRun execution for review {review_id}")
