@@ -8,7 +8,9 @@ where they were cut; a skipped full check reads as skipped.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from playwright.sync_api import expect
 
@@ -239,3 +241,75 @@ def test_a_failed_quick_check_skips_full_checks_and_the_gate_lists_each_reason(
     )
     expect(alert.locator("li")).to_have_count(len(refused))
     assert QUICK_OK not in files.values()
+
+
+def _sfn_event(number: int, kind: str, **details: Any) -> dict[str, Any]:
+    stamp = f"2026-01-02T03:04:{number:02d}.000000+00:00"
+    return {
+        "id": number,
+        "previousEventId": number - 1,
+        "timestamp": stamp,
+        "type": kind,
+        **details,
+    }
+
+
+def _sfn_history(quick: str, full: str) -> list[dict[str, Any]]:
+    """GetExecutionHistory of a ReceiptRun execution as Step Functions writes it."""
+    prepared = json.dumps({"prepared": {"quick": [{"name": quick}], "full": [{"name": full}]}})
+    gate = json.dumps({"quickGate": {"closed": False}})
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("ExecutionStarted", {}),
+        ("TaskStateEntered", {"stateEnteredEventDetails": {"name": "Prepare", "input": "{}"}}),
+        ("TaskStateExited", {"stateExitedEventDetails": {"name": "Prepare", "output": prepared}}),
+        ("MapStateEntered", {"stateEnteredEventDetails": {"name": "QuickChecks", "input": "{}"}}),
+        (
+            "MapIterationStarted",
+            {"mapIterationStartedEventDetails": {"name": "QuickChecks", "index": 0}},
+        ),
+        (
+            "MapIterationSucceeded",
+            {"mapIterationSucceededEventDetails": {"name": "QuickChecks", "index": 0}},
+        ),
+        ("ChoiceStateEntered", {"stateEnteredEventDetails": {"name": "QuickGate", "input": "{}"}}),
+        ("ChoiceStateExited", {"stateExitedEventDetails": {"name": "QuickGate", "output": gate}}),
+        (
+            "MapIterationStarted",
+            {"mapIterationStartedEventDetails": {"name": "FullChecks", "index": 0}},
+        ),
+        ("TaskStateEntered", {"stateEnteredEventDetails": {"name": "FullPoll", "input": "{}"}}),
+    ]
+    return [_sfn_event(number, kind, **details) for number, (kind, details) in enumerate(steps, 1)]
+
+
+def test_on_aws_the_graph_draws_step_functions_history_and_links_its_console(
+    console: Console, server: Server
+) -> None:
+    project = new_project(server, True)
+    lane = new_lane(project)
+    commit = lane.push(SLOW_PASSING)
+    review = lane.request_review(commit)
+    arn = f"arn:aws:states:eu-west-1:123456789012:execution:ReceiptRun:{review['id']}"
+    link = f"https://eu-west-1.console.aws.amazon.com/states/home?region=eu-west-1#/v2/executions/details/{arn}"
+    history = {
+        "source": "step-functions",
+        "executionArn": arn,
+        "consoleUrl": link,
+        "events": _sfn_history("quick", "full-0"),
+    }
+    console.page.route(
+        f"{server.url}/projects/{project.id}/reviews/{review['id']}/history",
+        lambda route: route.fulfill(json=history),
+    )
+    console.sign_in()
+    console.open(f"#/p/{project.id}/r/{review['id']}")
+    page = console.page
+    expect(
+        page.get_by_role("link", name="Open this execution in the Step Functions console")
+    ).to_have_attribute("href", link)
+    graph = page.locator("svg.graph")
+    expect(graph.locator("g[data-key=prepare]")).to_have_attribute("data-status", "done")
+    expect(graph.locator("g[data-key=gate]")).to_have_attribute("data-status", "open")
+    expect(graph.locator("g[data-key=quick-0] text.detail")).to_contain_text("· 1.00 s")
+    expect(graph.locator("g[data-key=finalize]")).to_have_attribute("data-status", "pending")
+    server.owner.wait_receipt(project.id, review["id"])
