@@ -83,6 +83,8 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("POST", R + "/approve", {"commit": "{commit}"}, {"owner": 200, "other_owner": 404}),
     ("POST", R + "/promote", {"commit": "{commit}"}, {"owner": 200, "other_owner": 404}),
     ("GET", R + "/promotion", None, {"owner": 200, "other_owner": 404}),
+    ("GET", R + "/gate", None, {"owner": 200, "other_owner": 404}),
+    ("GET", R + "/history", None, {"owner": 200, "other_owner": 404}),
     ("POST", R + "/review-receipts", FLOW_RECEIPT, {"fork_agent": 201, "member_agent": 403}),
     (
         "GET",

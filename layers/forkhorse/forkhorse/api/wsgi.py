@@ -1,18 +1,16 @@
 """Local HTTP: WSGI requests become API Gateway HTTP API (v2) events for the same resolver.
 
-`/git/...` goes to the git smart-HTTP WSGI app; files of the owner console (when the
-package ships them) are served as they are; everything else is the API.
+`/git/...` goes to the git smart-HTTP WSGI app; everything else, the owner console's files
+included, is the API, exactly as on AWS.
 """
 
 from __future__ import annotations
 
 import base64
-import mimetypes
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -106,9 +104,6 @@ class LocalHttp:
         path = environ.get("PATH_INFO", "")
         if path.startswith(GIT_PREFIX) and self._git is not None:
             return self._git(environ, start_response)
-        console = _console_file(path) if environ.get("REQUEST_METHOD") == "GET" else None
-        if console is not None:
-            return _send(start_response, 200, {"Content-Type": console[1]}, console[0])
         body = _read_body(environ)
         if body is None:
             error = b'{"error": "The body is larger than the limit."}'
@@ -137,18 +132,3 @@ def _send(
         ],
     )
     return [data]
-
-
-def _console_file(path: str) -> tuple[bytes, str] | None:
-    """A file of `forkhorse/console/` (the owner console), if that package ships it."""
-    name = "index.html" if path in ("/", "") else path.lstrip("/")
-    if "/" in name or name.startswith(".") or not name:
-        return None
-    try:
-        resource = resources.files("forkhorse").joinpath("console", name)
-        if not resource.is_file():
-            return None
-        data = resource.read_bytes()
-    except (FileNotFoundError, ModuleNotFoundError, OSError):
-        return None
-    return data, mimetypes.guess_type(name)[0] or "application/octet-stream"
