@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from forkhorse.domain.checks import CheckDef, QuickCheckDef, quick_module_digest
 from forkhorse.domain.model import Approval, Execution
@@ -34,16 +34,7 @@ ReasonCode = Literal[
     "mocked-worker-loader",
     "consent",
 ]
-REASON_CODES: Final[tuple[ReasonCode, ...]] = (
-    "missing",
-    "stale",
-    "altered",
-    "incomplete",
-    "failed",
-    "mocked-container-port",
-    "mocked-worker-loader",
-    "consent",
-)
+REASON_CODES: Final[tuple[ReasonCode, ...]] = get_args(ReasonCode)
 PINNED_PREFIX = "@sha256:"
 
 
