@@ -27,6 +27,13 @@ from forkhorse.ports.git import Snapshot
 
 _PR_SET_DUMPABLE = 4
 _PR_GET_DUMPABLE = 3
+# The Lambda runtime's python3.13 finds libpython3.13.so only through LD_LIBRARY_PATH
+# (/var/lang/lib): the child gets that loader path, which is no secret, and nothing else.
+_LOADER_VARIABLES = ("LD_LIBRARY_PATH",)
+
+
+def child_environment() -> dict[str, str]:
+    return {name: os.environ[name] for name in _LOADER_VARIABLES if name in os.environ}
 
 
 def make_non_dumpable() -> None:
@@ -54,7 +61,7 @@ class LambdaLauncher:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(rpc_fd,),
-            env={},
+            env=child_environment(),
             cwd=self._private_dir,
             start_new_session=True,
         )
