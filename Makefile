@@ -55,3 +55,8 @@ bench: setup
 
 clean:
 	rm -rf .aws-sam build dist *.egg-info
+
+# SAM local, offline: the real Lambda packaging in Lambda-like containers (scripts/sam-local/).
+.PHONY: sam-local
+sam-local: $(VENV)/.installed $(TOOLS)/.installed
+	$(PY) scripts/sam-local/run.py
