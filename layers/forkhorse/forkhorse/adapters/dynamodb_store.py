@@ -9,6 +9,7 @@ Layout (pk / sk):
   CLAIM#<packet> / CLAIM               the packet's claim (agentId, untilUs)
   REVIEW#<id> / REVIEW                 review + current execution (exec* attributes) + approval
   REVIEW#<id> / FLOW#<digest>          an attached Flow-Next review receipt
+  REVIEW#<id> / PROMOTION-JOB          the review's latest requested promotion (its id)
   RUNNING / REVIEW#<id>                set of running executions, for restart recovery
   RECORD#<digest> / CHUNK#<n>, MANIFEST   immutable record chunks, manifest written last
 
@@ -26,6 +27,7 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
 from forkhorse.domain.model import (
+    OPEN_PROMOTION_STATES,
     Approval,
     Claim,
     Execution,
@@ -38,13 +40,16 @@ from forkhorse.domain.model import (
     Project,
     ProjectSettings,
     Promotion,
+    Refusal,
     Review,
     SettledState,
     check_settlement,
     fence_holds,
     is_current_running,
+    may_request,
     may_settle,
     require_no_digest,
+    settled,
     with_effective_settings,
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
@@ -101,6 +106,10 @@ def _lease_key(project_id: str) -> Item:
 
 def _fence_key(project_id: str) -> Item:
     return _key(f"PROJECT#{project_id}", "PROMOTION-FENCE")
+
+
+def _promotion_job_key(review_id: str) -> Item:
+    return _key(f"REVIEW#{review_id}", "PROMOTION-JOB")
 
 
 class DynamoDbStore:
@@ -625,19 +634,88 @@ class DynamoDbStore:
             }
         }
 
+    def _promotion_put(self, promotion: Promotion, condition: str, values: Item) -> Item:
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": {
+                    **self._promotion_key(promotion.project_id, promotion.id),
+                    "state": _s(promotion.state),
+                    "data": _json(promotion),
+                },
+                "ConditionExpression": condition,
+                # DynamoDB refuses names and values the condition does not use.
+                **({"ExpressionAttributeNames": {"#state": "state"}} if values else {}),
+                **({"ExpressionAttributeValues": values} if values else {}),
+            }
+        }
+
+    def _state_check(self, promotion: Promotion) -> Item:
+        """The promotion is still in the state it was read in."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._promotion_key(promotion.project_id, promotion.id),
+                "ConditionExpression": "#state = :seen",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": {":seen": _s(promotion.state)},
+            }
+        }
+
+    def request_promotion(self, promotion: Promotion, now: datetime) -> bool:
+        queued = promotion.model_copy(update={"state": "queued", "settled_at": None})
+        # The review's job marker names its latest requested promotion; optimistic, like
+        # the lease: the marker and that promotion's state must not change since read.
+        marker = self._get(_promotion_job_key(promotion.review_id))
+        latest = None
+        if marker is not None:
+            latest = self.get_promotion(promotion.project_id, marker["promotionId"]["S"])
+        if not may_request([] if latest is None else [latest], now):
+            return False
+        job = {**_promotion_job_key(promotion.review_id), "promotionId": _s(promotion.id)}
+        if marker is None:
+            claim_marker = self._put_if_new(job)
+        else:
+            claim_marker = {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": job,
+                    "ConditionExpression": "promotionId = :seen",
+                    "ExpressionAttributeValues": {":seen": marker["promotionId"]},
+                }
+            }
+        operations = [claim_marker, self._promotion_put(queued, "attribute_not_exists(pk)", {})]
+        if latest is not None:
+            operations.append(self._state_check(latest))
+        return self._transact(*operations)
+
     def begin_promotion(self, promotion: Promotion, fencing_token: int, now: datetime) -> bool:
         pending = promotion.model_copy(update={"state": "pending", "settled_at": None})
         project = promotion.project_id
         fence = {**_fence_key(project), "promotionId": _s(promotion.id)}
-        record = {
-            **self._promotion_key(project, promotion.id),
-            "state": _s("pending"),
-            "data": _json(pending),
-        }
         return self._transact(
             self._fence_check(project, fencing_token, now),
             self._put_if_new(fence),
-            self._put_if_new(record),
+            self._promotion_put(
+                pending, "attribute_not_exists(pk) OR #state = :queued", {":queued": _s("queued")}
+            ),
+        )
+
+    def arm_promotion(
+        self,
+        project_id: str,
+        promotion_id: str,
+        digest: str | None,
+        fencing_token: int,
+        now: datetime,
+    ) -> bool:
+        promotion = self.get_promotion(project_id, promotion_id)
+        if promotion is None or promotion.state != "pending":
+            return False
+        writing = promotion.model_copy(update={"state": "writing", "digest": digest})
+        return self._transact(
+            self._fence_check(project_id, fencing_token, now),
+            self._promotion_put(writing, "#state = :pending", {":pending": _s("pending")}),
         )
 
     def settle_promotion(
@@ -647,29 +725,20 @@ class DynamoDbStore:
         state: SettledState,
         ledger_entry: LedgerEntry | None,
         now: datetime,
+        refusal: Refusal | None = None,
     ) -> bool:
-        check_settlement(state, ledger_entry)
+        check_settlement(state, ledger_entry, refusal)
         promotion = self.get_promotion(project_id, promotion_id)
         if promotion is None or not may_settle(promotion, state):
             return False
-        settled = promotion.model_copy(update={"state": state, "settled_at": now})
         operations: list[Item] = [
-            {
-                "Update": {
-                    "TableName": self._table,
-                    "Key": self._promotion_key(project_id, promotion_id),
-                    "UpdateExpression": "SET #state = :state, #data = :data",
-                    "ConditionExpression": "#state = :from",
-                    "ExpressionAttributeNames": {"#state": "state", "#data": "data"},
-                    "ExpressionAttributeValues": {
-                        ":state": _s(state),
-                        ":data": _json(settled),
-                        ":from": _s(promotion.state),
-                    },
-                }
-            }
+            self._promotion_put(
+                settled(promotion, state, now, refusal),
+                "#state = :from",
+                {":from": _s(promotion.state)},
+            )
         ]
-        if state != "uncertain":
+        if promotion.state in OPEN_PROMOTION_STATES and state != "uncertain":
             operations.append(
                 {
                     "Delete": {

@@ -28,13 +28,16 @@ from forkhorse.domain.model import (
     Project,
     ProjectSettings,
     Promotion,
+    Refusal,
     Review,
     SettledState,
     check_settlement,
     fence_holds,
     is_current_running,
+    may_request,
     may_settle,
     require_no_digest,
+    settled,
     with_effective_settings,
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
@@ -445,24 +448,85 @@ class SqliteStore:
 
     def _open_promotion_in(self, conn: sqlite3.Connection, project_id: str) -> Promotion | None:
         row = conn.execute(
-            "SELECT data FROM promotions WHERE project_id = ? AND state IN (?, ?)",
+            "SELECT data FROM promotions WHERE project_id = ? AND state IN (?, ?, ?)",
             (project_id, *sorted(OPEN_PROMOTION_STATES)),
         ).fetchone()
         return None if row is None else Promotion.model_validate_json(row[0])
 
+    @staticmethod
+    def _promotion_in(
+        conn: sqlite3.Connection, project_id: str, promotion_id: str
+    ) -> Promotion | None:
+        row = conn.execute(
+            "SELECT data FROM promotions WHERE project_id = ? AND id = ?",
+            (project_id, promotion_id),
+        ).fetchone()
+        return None if row is None else Promotion.model_validate_json(row[0])
+
+    @staticmethod
+    def _save_promotion(conn: sqlite3.Connection, promotion: Promotion) -> None:
+        conn.execute(
+            "UPDATE promotions SET state = ?, data = ? WHERE project_id = ? AND id = ?",
+            (promotion.state, _dump(promotion), promotion.project_id, promotion.id),
+        )
+
+    def request_promotion(self, promotion: Promotion, now: datetime) -> bool:
+        queued = promotion.model_copy(update={"state": "queued", "settled_at": None})
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT data FROM promotions WHERE project_id = ?", (promotion.project_id,)
+            )
+            same_review = [
+                found
+                for found in (Promotion.model_validate_json(row[0]) for row in rows)
+                if found.review_id == promotion.review_id
+            ]
+            if not may_request(same_review, now):
+                return False
+            inserted = conn.execute(
+                "INSERT OR IGNORE INTO promotions (project_id, id, state, data)"
+                " VALUES (?, ?, ?, ?)",
+                (promotion.project_id, promotion.id, queued.state, _dump(queued)),
+            )
+            return inserted.rowcount == 1
+
     def begin_promotion(self, promotion: Promotion, fencing_token: int, now: datetime) -> bool:
+        pending = promotion.model_copy(update={"state": "pending", "settled_at": None})
         with self._write() as conn:
             if not fence_holds(self._lease_in(conn, promotion.project_id), fencing_token, now):
                 return False
             if self._open_promotion_in(conn, promotion.project_id) is not None:
                 return False
-            pending = promotion.model_copy(update={"state": "pending", "settled_at": None})
-            inserted = conn.execute(
-                "INSERT OR IGNORE INTO promotions (project_id, id, state, data)"
-                " VALUES (?, ?, ?, ?)",
+            existing = self._promotion_in(conn, promotion.project_id, promotion.id)
+            if existing is not None:
+                if existing.state != "queued":
+                    return False
+                self._save_promotion(conn, pending)
+                return True
+            conn.execute(
+                "INSERT INTO promotions (project_id, id, state, data) VALUES (?, ?, ?, ?)",
                 (promotion.project_id, promotion.id, pending.state, _dump(pending)),
             )
-            return inserted.rowcount == 1
+            return True
+
+    def arm_promotion(
+        self,
+        project_id: str,
+        promotion_id: str,
+        digest: str | None,
+        fencing_token: int,
+        now: datetime,
+    ) -> bool:
+        with self._write() as conn:
+            if not fence_holds(self._lease_in(conn, project_id), fencing_token, now):
+                return False
+            promotion = self._promotion_in(conn, project_id, promotion_id)
+            if promotion is None or promotion.state != "pending":
+                return False
+            self._save_promotion(
+                conn, promotion.model_copy(update={"state": "writing", "digest": digest})
+            )
+            return True
 
     def settle_promotion(
         self,
@@ -471,21 +535,14 @@ class SqliteStore:
         state: SettledState,
         ledger_entry: LedgerEntry | None,
         now: datetime,
+        refusal: Refusal | None = None,
     ) -> bool:
-        check_settlement(state, ledger_entry)
+        check_settlement(state, ledger_entry, refusal)
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT data FROM promotions WHERE project_id = ? AND id = ?",
-                (project_id, promotion_id),
-            ).fetchone()
-            promotion = None if row is None else Promotion.model_validate_json(row[0])
+            promotion = self._promotion_in(conn, project_id, promotion_id)
             if promotion is None or not may_settle(promotion, state):
                 return False
-            settled = promotion.model_copy(update={"state": state, "settled_at": now})
-            conn.execute(
-                "UPDATE promotions SET state = ?, data = ? WHERE project_id = ? AND id = ?",
-                (state, _dump(settled), project_id, promotion_id),
-            )
+            self._save_promotion(conn, settled(promotion, state, now, refusal))
             if ledger_entry is not None:
                 conn.execute(
                     "INSERT INTO ledger (project_id, data) VALUES (?, ?)",

@@ -3,6 +3,7 @@ reviews with their current execution, approvals, promotions, the ledger and the
 per-project workflow lease. Pure data, no I/O.
 """
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
@@ -140,14 +141,26 @@ class InvalidatedExecution(_State):
     generation: str
 
 
-PromotionState = Literal["pending", "uncertain", "done", "failed"]
+PromotionState = Literal["queued", "pending", "writing", "uncertain", "done", "failed"]
 PromotionMode = Literal["required", "advisory"]
 SettledState = Literal["uncertain", "done", "failed"]
-OPEN_PROMOTION_STATES: frozenset[PromotionState] = frozenset({"pending", "uncertain"})
+# pending: begun under the workflow lease, checks may run, canonical untouched;
+# writing: armed with its digest, the canonical compare-and-set may land.
+OPEN_PROMOTION_STATES: frozenset[PromotionState] = frozenset({"pending", "writing", "uncertain"})
+# The states of a promotion whose job has not ended (queued: requested, not yet under the lease).
+IN_FLIGHT_STATES: frozenset[PromotionState] = frozenset({"queued", "pending", "writing"})
+
+
+class Refusal(_State):
+    """What a refused promote job answers, in any process: status, sentence and reasons."""
+
+    status: int
+    error: str
+    reasons: tuple[str, ...] | None = None
 
 
 class Promotion(_State):
-    """One promote attempt. While pending or uncertain it fences further promotes."""
+    """One promote attempt. While pending, writing or uncertain it fences further promotes."""
 
     id: str
     project_id: str
@@ -161,6 +174,14 @@ class Promotion(_State):
     previous_head: str | None = None
     started_at: AwareDatetime
     settled_at: AwareDatetime | None = None
+    # A requested promotion's job ends before this; past it an unsettled job is presumed dead.
+    deadline: AwareDatetime | None = None
+    # Why a failed promotion was refused (None on older records).
+    refusal: Refusal | None = None
+
+    def job_is_live(self, now: datetime) -> bool:
+        """Its job may still be running: in flight, and not past its deadline."""
+        return self.state in IN_FLIGHT_STATES and self.deadline is not None and now < self.deadline
 
 
 class LedgerEntry(_State):
@@ -204,17 +225,36 @@ def fence_holds(lease: Lease | None, token: int, now: datetime) -> bool:
     return lease is not None and lease.token == token and lease.is_live(now)
 
 
-def check_settlement(state: SettledState, ledger_entry: LedgerEntry | None) -> None:
-    """A done promotion writes exactly one ledger entry; other outcomes write none."""
+def check_settlement(
+    state: SettledState, ledger_entry: LedgerEntry | None, refusal: Refusal | None = None
+) -> None:
+    """A done promotion writes exactly one ledger entry; other outcomes write none. Only a
+    failed one carries a refusal."""
     if (state == "done") != (ledger_entry is not None):
         raise ValueError("a done promotion needs its ledger entry, and only a done one")
+    if refusal is not None and state != "failed":
+        raise ValueError("only a failed promotion carries a refusal")
 
 
 def may_settle(promotion: Promotion, state: SettledState) -> bool:
-    """pending -> done|failed|uncertain; uncertain -> done|failed (reconciliation)."""
-    if promotion.state == "pending":
+    """queued -> failed (it never ran); pending|writing -> done|failed|uncertain;
+    uncertain -> done|failed (reconciliation)."""
+    if promotion.state == "queued":
+        return state == "failed"
+    if promotion.state in ("pending", "writing"):
         return True
     return promotion.state == "uncertain" and state != "uncertain"
+
+
+def settled(
+    promotion: Promotion, state: SettledState, now: datetime, refusal: Refusal | None
+) -> Promotion:
+    return promotion.model_copy(update={"state": state, "settled_at": now, "refusal": refusal})
+
+
+def may_request(promotions: Iterable[Promotion], now: datetime) -> bool:
+    """A review gets a new promote job unless one of its requested jobs may still run."""
+    return not any(promotion.job_is_live(now) for promotion in promotions)
 
 
 def require_no_digest(summary: ReceiptSummary) -> None:

@@ -24,12 +24,19 @@ from forkhorse.service.identity import Caller
 class ServiceSettings:
     public_url: str = "http://127.0.0.1:8787"
     claim_ttl: timedelta = timedelta(hours=2)
-    # How long a promote request waits for its job before answering 202.
+    # How long a promote request waits for its job before answering 202, and how often it
+    # rereads the job's promotion meanwhile.
     promote_wait_seconds: float = 25.0
+    promote_poll_seconds: float = 0.05
     # The longest a before-promote run may take; past it the promote fails closed.
     promote_run_timeout_seconds: float = 1800.0
-    # The workflow lease outlives the longest run, so it never lapses mid-promote.
+    # The workflow lease outlives the longest job, so it never lapses mid-promote.
     lease_ttl: timedelta = timedelta(minutes=40)
+    # How long a promote job waits for the lease: promotes of one project queue on it.
+    lease_wait_seconds: float = 2400.0
+    # A requested promote job ends within this (lease wait, run and write); past it an
+    # unsettled job is presumed dead, and its review may promote again.
+    promote_job_seconds: float = 4500.0
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost
+from forkhorse.ports.jobs import PromoteJobs, ThreadPromoteJobs
 from forkhorse.ports.orchestrator import Orchestrator
 from forkhorse.ports.store import Store
 from forkhorse.service.approvals import Approvals
@@ -28,13 +29,16 @@ class Service:
         clock: Clock,
         settings: ServiceSettings | None = None,
         executor: Executor | None = None,
+        jobs: PromoteJobs | None = None,
     ) -> None:
+        """`jobs` says where promote jobs run; by default on `executor`, in this process."""
         self.context = Context(store, git, orchestrator, clock, settings or ServiceSettings())
         self._executor = executor or ThreadPoolExecutor(4, thread_name_prefix="promote")
+        jobs = jobs or ThreadPromoteJobs(self._executor)
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)
         self.approvals = Approvals(self.context)
-        self.promotions = Promotions(self.context, self._executor)
+        self.promotions = Promotions(self.context, jobs)
         self.inspection = Inspection(self.context, self.approvals, self.promotions)
 
     def authenticate(self, token: str) -> Caller | None:

@@ -1,22 +1,27 @@
 """Promote: the only path that writes canonical.
 
-Under the project's workflow lease (the mutex, with a fencing token) it reconciles any
-orphaned or uncertain promotion, rechecks consent, claim and heads, and in required mode
-reruns the checks with a new generation and the `before-promote` trigger. Only then does
-it mint the canonical write capability and fast-forward canonical with a compare-and-set.
-An exception during the write leaves the promotion `uncertain`, which fences the project
-until the next promote reconciles it against canonical's actual head.
+The request checks authority and consent, records a `queued` promotion (one live job per
+review) and starts the promote job through the `PromoteJobs` port: a local thread, or the
+PromoteFunction on AWS. The job runs here, in whichever process, and keeps its outcome in
+the Store, so any process answers `GET .../promotion`.
+
+Under the project's workflow lease (the mutex, with a fencing token) the job reconciles
+any orphaned or uncertain promotion, rechecks consent, claim and heads, begins its
+promotion (`pending`, which fences the project), and in required mode reruns the checks
+with a new generation and the `before-promote` trigger. Only then does it arm the
+promotion with its digest (`writing`), mint the canonical write capability and
+fast-forward canonical with a compare-and-set. A refusal settles the promotion `failed`
+with the exact answer; an exception during the write leaves it `uncertain`, which fences
+the project until the next promote reconciles it against canonical's actual head.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
-from concurrent.futures import Executor, Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from datetime import timedelta
 
 from forkhorse.domain.gate import consent_reasons, validate_required
 from forkhorse.domain.git_access import mint_canonical_write_capability
@@ -25,10 +30,12 @@ from forkhorse.domain.model import (
     Project,
     Promotion,
     PromotionMode,
+    Refusal,
     Review,
     SettledState,
 )
 from forkhorse.ports.git import DEFAULT_BRANCH
+from forkhorse.ports.jobs import PromoteJob, PromoteJobs
 from forkhorse.service.approvals import gather_evidence
 from forkhorse.service.context import Context
 from forkhorse.service.errors import (
@@ -53,30 +60,34 @@ LEASE_BUSY = "The project's workflow is busy; try again."
 CANONICAL_MOVED = "Canonical moved during promote; nothing was written."
 LEASE_LOST = "The project's workflow lease was lost during promote; nothing was written."
 PROMOTE_FAILED = "The promotion failed."
+ALREADY_RUNNING = "A promote of this review is already running."
+NO_PROMOTION = "This review has no promotion."
+JOB_STOPPED = "The promote job stopped before it finished; nothing was written. Promote again."
+NOT_LANDED = "The promotion's canonical write did not land; nothing was written."
 _LEASE_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
 class PromoteAnswer:
-    """200 with the promotion, or 202 while the job outlasts the request."""
+    """200 with the promotion, 202 while its job runs, or the job's refusal."""
 
     status: int
     body: Json
 
 
-@dataclass
-class _Job:
-    commit: str
-    mode: PromotionMode
-    future: Future[Json]
+def _refusal(error: ServiceError) -> Refusal:
+    reasons = None if error.reasons is None else tuple(error.reasons)
+    return Refusal(status=error.status, error=error.message, reasons=reasons)
+
+
+def _mode(project: Project) -> PromotionMode:
+    return "required" if project.effective_settings.require_receipt else "advisory"
 
 
 class Promotions:
-    def __init__(self, context: Context, executor: Executor) -> None:
+    def __init__(self, context: Context, jobs: PromoteJobs) -> None:
         self._c = context
-        self._executor = executor
-        self._jobs: dict[str, _Job] = {}
-        self._lock = threading.Lock()
+        self._jobs = jobs
 
     # --- the request --------------------------------------------------------------------
     def promote(
@@ -87,66 +98,82 @@ class Promotions:
         commit: str,
         wait_seconds: float | None = None,
     ) -> PromoteAnswer:
-        """Start the promote job and wait for it up to `wait_seconds` (the configured
+        """Queue the promote job and wait for it up to `wait_seconds` (the configured
         default when None); 202 with the pending promotion if it is still running."""
         project = self._c.owned_project(caller, project_id, "promote reviews")
         review = self._c.project_review(project, review_id)
         self.preconditions(review, commit)
-        mode: PromotionMode = (
-            "required" if project.effective_settings.require_receipt else "advisory"
+        now = self._c.clock.now()
+        queued = Promotion(
+            id=str(uuid.uuid4()),
+            project_id=project.id,
+            review_id=review.id,
+            commit=commit,
+            state="queued",
+            mode=_mode(project),
+            started_at=now,
+            deadline=now + timedelta(seconds=self._c.settings.promote_job_seconds),
         )
-        with self._lock:
-            running = self._jobs.get(review.id)
-            if running is not None and not running.future.done():
-                raise Conflict("A promote of this review is already running.")
-            job = _Job(commit, mode, self._executor.submit(self._job, project, review.id, commit))
-            self._jobs[review.id] = job
-        wait = self._c.settings.promote_wait_seconds if wait_seconds is None else wait_seconds
-        return self._answer(job, wait)
+        if not self._c.store.request_promotion(queued, now):
+            raise Conflict(ALREADY_RUNNING)
+        try:
+            self._jobs.start(
+                PromoteJob(project_id=project.id, promotion_id=queued.id), self.run_job
+            )
+        except Exception:
+            self._settle(queued, "failed", refusal=Refusal(status=409, error=PROMOTE_FAILED))
+            raise
+        return self._await(queued, self._wait(wait_seconds))
 
     def wait(self, review_id: str, wait_seconds: float | None = None) -> PromoteAnswer | None:
-        """Wait on a review's running promote job; None when there is none in this process."""
-        with self._lock:
-            job = self._jobs.get(review_id)
-        if job is None:
-            return None
-        wait = self._c.settings.promote_wait_seconds if wait_seconds is None else wait_seconds
-        return self._answer(job, wait)
+        """Wait on the review's latest promote job; None when it has none."""
+        review = self._c.store.get_review(review_id)
+        latest = None if review is None else self._latest(review)
+        return None if latest is None else self._await(latest, self._wait(wait_seconds))
 
     def status(self, caller: Caller, project_id: str, review_id: str) -> PromoteAnswer:
         """What the promote request would have answered: 202 while it runs, then its result."""
         project = self._c.owned_project(caller, project_id, "read promotions")
         review = self._c.project_review(project, review_id)
-        with self._lock:
-            job = self._jobs.get(review.id)
-        if job is not None:
-            return self._answer(job, 0)
-        return self._stored_status(review)
+        latest = self._latest(review)
+        if latest is None:
+            raise NotFound(NO_PROMOTION)
+        return self._answer(latest)
 
-    def _answer(self, job: _Job, wait_seconds: float) -> PromoteAnswer:
-        try:
-            return PromoteAnswer(200, job.future.result(timeout=wait_seconds))
-        except FutureTimeout:
-            pending = {"id": None, "state": "pending", "commit": job.commit, "mode": job.mode}
-            return PromoteAnswer(202, {"promotion": pending})
+    def _wait(self, wait_seconds: float | None) -> float:
+        return self._c.settings.promote_wait_seconds if wait_seconds is None else wait_seconds
 
-    def _stored_status(self, review: Review) -> PromoteAnswer:
-        promotions = [
-            p for p in self._c.store.list_promotions(review.project_id) if p.review_id == review.id
-        ]
-        if not promotions:
-            raise NotFound("This review has no promotion.")
-        latest = promotions[-1]
-        if latest.state == "pending":
-            return PromoteAnswer(202, {"promotion": pending_promotion_json(latest)})
-        if latest.state == "uncertain":
-            raise Conflict(UNCERTAIN)
-        if latest.state == "failed":
-            raise Conflict(PROMOTE_FAILED)
-        entry = next(
-            e for e in self._c.store.ledger(review.project_id) if e.promotion_id == latest.id
-        )
-        return PromoteAnswer(200, {"promotion": promotion_json(latest, entry)})
+    def _latest(self, review: Review) -> Promotion | None:
+        promotions = self._c.store.list_promotions(review.project_id)
+        return next((p for p in reversed(promotions) if p.review_id == review.id), None)
+
+    def _await(self, promotion: Promotion, wait_seconds: float) -> PromoteAnswer:
+        """Reread the job's promotion until it settles or `wait_seconds` pass."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            current = self._c.store.get_promotion(promotion.project_id, promotion.id)
+            answer = self._answer(current or promotion)
+            if answer.status != 202 or time.monotonic() >= deadline:
+                return answer
+            time.sleep(self._c.settings.promote_poll_seconds)
+
+    def _answer(self, promotion: Promotion) -> PromoteAnswer:
+        if promotion.job_is_live(self._c.clock.now()):
+            return PromoteAnswer(202, {"promotion": pending_promotion_json(promotion)})
+        if promotion.state == "done":
+            entry = next(
+                e
+                for e in self._c.store.ledger(promotion.project_id)
+                if e.promotion_id == promotion.id
+            )
+            return PromoteAnswer(200, {"promotion": promotion_json(promotion, entry)})
+        if promotion.state == "failed":
+            refusal = promotion.refusal or Refusal(status=409, error=PROMOTE_FAILED)
+            error = ServiceError(refusal.error, reasons=_list(refusal.reasons))
+            return PromoteAnswer(refusal.status, error.body())
+        # A job that died: nothing was written before `writing`; after it, who knows.
+        stopped = promotion.state in ("queued", "pending")
+        return PromoteAnswer(409, {"error": JOB_STOPPED if stopped else UNCERTAIN})
 
     # --- checks both modes apply -------------------------------------------------------
     def preconditions(self, review: Review, commit: str) -> None:
@@ -160,18 +187,42 @@ class Promotions:
         self._c.require_fork_head(review, commit)
         self._c.require_fast_forward(review.project_id, commit)
 
-    # --- the job, under the workflow lease --------------------------------------------
-    def _job(self, project: Project, review_id: str, commit: str) -> Json:
-        holder = str(uuid.uuid4())
-        token = self._acquire_lease(project.id, holder)
+    # --- the job, in whichever process runs it ------------------------------------------
+    def run_job(self, job: PromoteJob) -> Promotion | None:
+        """Run a queued promotion to its end and keep the outcome in the Store; returns the
+        promotion as it ended (None if there was nothing queued, e.g. a redelivery)."""
+        queued = self._c.store.get_promotion(job.project_id, job.promotion_id)
+        if queued is None or queued.state != "queued":
+            log.info("promote job %s has nothing queued", job.promotion_id)
+            return queued
         try:
-            return self._promote_locked(project.id, review_id, commit, holder, token)
+            self._run_queued(queued)
+        except ServiceError as refused:
+            self._refuse(queued, refused)
+        except Exception:
+            log.exception("promote job %s failed", queued.id)
+            self._refuse(queued, Conflict(PROMOTE_FAILED))
+        return self._c.store.get_promotion(job.project_id, job.promotion_id)
+
+    def _refuse(self, promotion: Promotion, refused: ServiceError) -> None:
+        """Settle a job that never reached the canonical write as failed, with its answer.
+        A writing or uncertain promotion is left to the write path and reconciliation."""
+        current = self._c.store.get_promotion(promotion.project_id, promotion.id)
+        if current is not None and current.state in ("queued", "pending"):
+            self._settle(current, "failed", refusal=_refusal(refused))
+
+    def _run_queued(self, queued: Promotion) -> None:
+        if queued.deadline is not None and self._c.clock.now() >= queued.deadline:
+            raise Conflict(JOB_STOPPED)  # too late: its request has been told it stopped
+        token = self._acquire_lease(queued.project_id, queued.id)
+        try:
+            self._promote_locked(queued, token)
         finally:
-            self._c.store.release_lease(project.id, holder, token)
+            self._c.store.release_lease(queued.project_id, queued.id, token)
 
     def _acquire_lease(self, project_id: str, holder: str) -> int:
         """Wait for the mutex: concurrent promotes of a project run one after another."""
-        deadline = time.monotonic() + self._c.settings.lease_ttl.total_seconds()
+        deadline = time.monotonic() + self._c.settings.lease_wait_seconds
         while True:
             token = self._c.store.acquire_lease(
                 project_id, holder, self._c.settings.lease_ttl, self._c.clock.now()
@@ -182,41 +233,35 @@ class Promotions:
                 raise Conflict(LEASE_BUSY)
             time.sleep(_LEASE_POLL_SECONDS)
 
-    def _promote_locked(
-        self, project_id: str, review_id: str, commit: str, holder: str, token: int
-    ) -> Json:
+    def _promote_locked(self, queued: Promotion, token: int) -> None:
+        project_id = queued.project_id
         self._reconcile(project_id)
         project = self._c.store.get_project(project_id)
-        review = self._c.store.get_review(review_id)
+        review = self._c.store.get_review(queued.review_id)
         if project is None or review is None:
             raise NotFound("The review is gone.")
         # Settings are read under the lock: a change affects every later promote.
         required = project.effective_settings.require_receipt
+        commit = queued.commit
         self.preconditions(review, commit)
-        old_head = self._c.require_fast_forward(project_id, commit)
-        digest: str | None
-        if required:
-            digest = self._before_promote(review, commit)
-        else:  # advisory: the digest known now, whatever runs or lands later
-            digest = None if review.execution is None else review.execution.digest
-        promotion = Promotion(
-            id=holder,
-            project_id=project_id,
-            review_id=review.id,
-            commit=commit,
-            digest=digest,
-            started_at=self._c.clock.now(),
-            mode="required" if required else "advisory",
-            previous_head=old_head,
+        pending = queued.model_copy(
+            update={
+                "state": "pending",
+                "mode": _mode(project),
+                "previous_head": self._c.require_fast_forward(project_id, commit),
+                # advisory: the digest known now, whatever runs or lands later
+                "digest": None if required or review.execution is None else review.execution.digest,
+            }
         )
-        if not self._c.store.begin_promotion(promotion, token, self._c.clock.now()):
+        if not self._c.store.begin_promotion(pending, token, self._c.clock.now()):
             raise Conflict(FENCED)
-        try:
-            self._recheck(promotion, token)
-        except ServiceError:
-            self._settle(promotion, "failed")
-            raise
-        return self._write_canonical(promotion)
+        digest = self._before_promote(review, commit) if required else pending.digest
+        self._recheck(pending)
+        if not self._c.store.arm_promotion(
+            project_id, pending.id, digest, token, self._c.clock.now()
+        ):
+            raise Conflict(LEASE_LOST)
+        self._write_canonical(pending.model_copy(update={"state": "writing", "digest": digest}))
 
     def _before_promote(self, review: Review, commit: str) -> str:
         """A fresh required run; anything but a passing, matching record refuses promote."""
@@ -239,8 +284,9 @@ class Promotions:
             raise Conflict(CHECKS_FAILED_BEFORE_PROMOTE)
         return digest
 
-    def _recheck(self, promotion: Promotion, token: int) -> None:
-        """Right before the write: the claim, both heads and the lease still hold."""
+    def _recheck(self, promotion: Promotion) -> None:
+        """Right before the write: the claim and both heads still hold (arming the
+        promotion then checks the lease, atomically)."""
         review = self._c.store.get_review(promotion.review_id)
         if review is None:
             raise NotFound("The review is gone.")
@@ -248,10 +294,8 @@ class Promotions:
         self._c.require_fork_head(review, promotion.commit)
         if self._c.repos(promotion.project_id).head() != promotion.previous_head:
             raise Conflict(CANONICAL_MOVED)
-        if not self._c.store.check_fence(promotion.project_id, token, self._c.clock.now()):
-            raise Conflict(LEASE_LOST)
 
-    def _write_canonical(self, promotion: Promotion) -> Json:
+    def _write_canonical(self, promotion: Promotion) -> None:
         repos = self._c.repos(promotion.project_id)
         capability = mint_canonical_write_capability(promotion.project_id)
         try:
@@ -261,14 +305,12 @@ class Promotions:
         except Exception:
             log.exception("canonical write of promotion %s has an unknown outcome", promotion.id)
             self._settle(promotion, "uncertain")
-            raise Conflict(UNCERTAIN) from None
+            return
         if not moved:
-            self._settle(promotion, "failed")
-            raise Conflict(CANONICAL_MOVED)
-        entry = self._ledger_entry(promotion)
-        if not self._settle(promotion, "done", entry):
-            raise Conflict(UNCERTAIN)
-        return {"promotion": promotion_json(promotion, entry)}
+            self._settle(promotion, "failed", refusal=Refusal(status=409, error=CANONICAL_MOVED))
+            return
+        if not self._settle(promotion, "done", self._ledger_entry(promotion)):
+            log.error("promotion %s landed but did not settle; it stays open", promotion.id)
 
     def _ledger_entry(self, promotion: Promotion) -> LedgerEntry:
         return LedgerEntry(
@@ -282,20 +324,31 @@ class Promotions:
         )
 
     def _settle(
-        self, promotion: Promotion, state: SettledState, entry: LedgerEntry | None = None
+        self,
+        promotion: Promotion,
+        state: SettledState,
+        entry: LedgerEntry | None = None,
+        refusal: Refusal | None = None,
     ) -> bool:
         return self._c.store.settle_promotion(
-            promotion.project_id, promotion.id, state, entry, self._c.clock.now()
+            promotion.project_id, promotion.id, state, entry, self._c.clock.now(), refusal
         )
 
     def _reconcile(self, project_id: str) -> None:
-        """Holding the lease, settle a promotion left open by a crash or an unknown write:
+        """Holding the lease, settle a promotion left open by a dead job or an unknown
+        write. A pending one never reached the write; for a writing or uncertain one,
         canonical's actual head says whether its compare-and-set landed."""
         open_promotion = self._c.store.open_promotion(project_id)
         if open_promotion is None:
             return
-        if self._c.repos(project_id).head() == open_promotion.commit:
+        if open_promotion.state == "pending":
+            self._settle(open_promotion, "failed", refusal=Refusal(status=409, error=JOB_STOPPED))
+        elif self._c.repos(project_id).head() == open_promotion.commit:
             self._settle(open_promotion, "done", self._ledger_entry(open_promotion))
         else:
-            self._settle(open_promotion, "failed")
+            self._settle(open_promotion, "failed", refusal=Refusal(status=409, error=NOT_LANDED))
         log.warning("reconciled promotion %s of %s", open_promotion.id, project_id)
+
+
+def _list(reasons: tuple[str, ...] | None) -> list[str] | None:
+    return None if reasons is None else list(reasons)

@@ -88,9 +88,11 @@ def promotion_json(promotion: Promotion, entry: LedgerEntry) -> Json:
 
 
 def pending_promotion_json(promotion: Promotion) -> Json:
+    """A promotion whose job is still running (queued, pending or writing): on the wire
+    it is simply pending."""
     return {
         "id": promotion.id,
-        "state": promotion.state,
+        "state": "pending",
         "commit": promotion.commit,
         "mode": promotion.mode,
     }
