@@ -112,6 +112,17 @@ def _promotion_job_key(review_id: str) -> Item:
     return _key(f"REVIEW#{review_id}", "PROMOTION-JOB")
 
 
+# The review item's execution attributes, by the placeholder that `_execution_update` sets.
+_EXECUTION_ITEM_NAMES = {
+    ":execution": "execution",
+    ":generation": "execGeneration",
+    ":commit": "execCommit",
+    ":trigger": "execTrigger",
+    ":status": "execStatus",
+    ":digest": "execDigest",
+}
+
+
 class DynamoDbStore:
     def __init__(self, client: "DynamoDBClient", table_name: str) -> None:
         self._client = client
@@ -393,7 +404,7 @@ class DynamoDbStore:
         if review.execution is not None:
             item.update(
                 {
-                    name[1:]: value
+                    _EXECUTION_ITEM_NAMES[name]: value
                     for name, value in self._execution_attributes(review.execution).items()
                 }
             )
