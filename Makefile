@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON313 ?= $(shell command -v python3.13 || ls /root/.pyenv/versions/3.13*/bin/python3.13 2>/dev/null | tail -n1)
+PYTHON313 ?= $(shell scripts/find-python313.sh)
 VENV := .venv
 PY := $(VENV)/bin/python
 TOOLS := .tools

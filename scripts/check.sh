@@ -3,7 +3,7 @@
 set -euo pipefail
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
 tools_python="$(dirname "$(command -v sam)")/python"
-python313_dir=$(dirname "$(command -v python3.13 || ls /root/.pyenv/versions/3.13*/bin/python3.13 | tail -n1)")
+python313_dir=$(dirname "$(scripts/find-python313.sh)")
 export PATH="$python313_dir:$PATH"
 sam validate --lint --template template.yaml
 cfn-lint template.yaml
