@@ -681,7 +681,7 @@ class DynamoDbStore:
         latest = None
         if marker is not None:
             latest = self.get_promotion(promotion.project_id, marker["promotionId"]["S"])
-        if not may_request([] if latest is None else [latest], now):
+        if latest is not None and (latest.id == promotion.id or not may_request([latest], now)):
             return False
         job = {**_promotion_job_key(promotion.review_id), "promotionId": _s(promotion.id)}
         if marker is None:

@@ -1,0 +1,326 @@
+"""The AWS promote path in-process: moto's DynamoDB holds the state; moto's Step Functions
+interprets the real ReceiptRun ASL with its Lambda tasks dispatched to the real step
+handlers (local git, bubblewrap and podman behind them, as in the drift test); the real
+ApiFunction queues promote jobs with an asynchronous Lambda invoke, which is captured and
+run on a thread by the real PromoteFunction handler, each invoke in a fresh "container"."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import importlib.util
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from forkhorse.adapters.containers.images import ImageRegistry
+from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
+from forkhorse.api import aws as aws_wiring
+from forkhorse.domain.git_access import mint_canonical_write_capability
+from forkhorse.domain.model import Promotion
+from forkhorse.domain.receipts import ReceiptSummary
+from forkhorse.ports.git import DEFAULT_BRANCH
+from forkhorse.runner.handlers import providers
+from forkhorse.runner.steps import FULL_POLL_SECONDS
+from forkhorse.service import Service
+from forkhorse.service.identity import Caller
+from forkhorse.wiring.local import LocalRuntime, build_local_runtime
+from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
+
+from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
+from tests.integration.runner.test_step_functions_drift import (
+    ACCOUNT,
+    FUNCTIONS,
+    REGION,
+    _definition,
+    _load_handler,
+)
+from tests.support.aws import create_table_from_template
+from tests.support.gitrepo import commit_files
+from tests.support.lambda_context import FakeLambdaContext
+
+ROOT = Path(__file__).resolve().parents[3]
+OWNER = Caller("6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c", "owner")
+PROMOTE_FUNCTION = "forkhorse-PromoteFunction"
+RECEIPT_TIMEOUT = 60.0
+SETTLE_TIMEOUT = 60.0
+QUICK_OK = "def check(ctx):\n    return {'ok': True, 'message': 'Quick check passed.'}\n"
+QUICK_FAIL = "def check(ctx):\n    return {'ok': False, 'message': 'Quick check failed.'}\n"
+
+
+def checks(module: str) -> dict[str, str | bytes]:
+    return {
+        ".forkhorse/checks": (
+            '[{"name":"quick","tier":"quick","module":".forkhorse/quick/check.py"}]\n'
+        ),
+        ".forkhorse/quick/check.py": module,
+    }
+
+
+PASSING = checks(QUICK_OK)
+FAILING = checks(QUICK_FAIL)
+
+
+class ShiftClock:
+    """The system clock plus an offset, shared by every handler's service."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
+class Frozen(BaseException):
+    """A frozen PromoteFunction's thread ends without running another line of the job."""
+
+
+def _module(directory: str) -> ModuleType:
+    """A function's handler module, loaded afresh: a new Lambda container, a new service."""
+    spec = importlib.util.spec_from_file_location(
+        f"fn_{directory}_{time.monotonic_ns()}", ROOT / "functions" / directory / "app.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Lane:
+    agent: Caller
+    fork_id: str
+    packet_id: str
+
+
+@dataclass
+class AwsWorld:
+    runtime: LocalRuntime
+    store: DynamoDbStore
+    clock: ShiftClock
+    project_id: str
+    jobs: list[threading.Thread] = field(default_factory=list)
+    # How many of the next promote jobs freeze inside their before-promote wait.
+    freeze_next: int = 0
+    thaw: threading.Event = field(default_factory=threading.Event)
+    frozen: list[str] = field(default_factory=list)
+
+    def service(self) -> Service:
+        """A fresh service, wired exactly as the handlers wire theirs."""
+        return aws_wiring.build_aws_service()
+
+    # --- HTTP through the real ApiFunction ------------------------------------------
+    def call(
+        self, method: str, path: str, body: Any = None, api: ModuleType | None = None
+    ) -> tuple[int, Any]:
+        """One request to an ApiFunction container (a fresh one unless `api` is given)."""
+        event = copy.deepcopy(_API_EVENT)
+        event["rawPath"] = event["requestContext"]["http"]["path"] = path
+        event["requestContext"]["http"]["method"] = method
+        event["body"] = None if body is None else json.dumps(body)
+        if method == "GET":
+            event["headers"].pop("content-type", None)
+        handler = (api or _module("api")).handler
+        response = handler(event, FakeLambdaContext())
+        return response["statusCode"], json.loads(response["body"])
+
+    def promotion_path(self, review_id: str) -> str:
+        return f"/projects/{self.project_id}/reviews/{review_id}"
+
+    def settle(self, review_id: str) -> tuple[int, Any]:
+        """GET .../promotion, each time from a fresh container, until it is not 202."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while True:
+            status, body = self.call("GET", f"{self.promotion_path(review_id)}/promotion")
+            if status != 202 or time.monotonic() > deadline:
+                return status, body
+            time.sleep(0.2)
+
+    # --- setup through the service --------------------------------------------------
+    def lane(self, name: str) -> Lane:
+        service = self.service()
+        agent_id = service.projects.create_agent(OWNER, name)["agent"]["id"]
+        service.projects.add_member(OWNER, self.project_id, agent_id)
+        agent = Caller(agent_id, "agent")
+        fork = service.projects.create_fork(agent, self.project_id, name)["fork"]
+        packet = service.projects.create_packet(OWNER, self.project_id, name)["packet"]
+        service.projects.claim(agent, self.project_id, packet["id"])
+        return Lane(agent, fork["id"], packet["id"])
+
+    def push(self, lane: Lane, files: dict[str, str | bytes]) -> str:
+        repos = self.runtime.git.store(self.project_id)
+        head = repos.head(lane.fork_id)
+        commit = commit_files(repos, files, parent=head)
+        assert repos.update_fork_ref(lane.fork_id, DEFAULT_BRANCH, head, commit)
+        return commit
+
+    def approved(self, lane: Lane, commit: str) -> str:
+        """Request a review of `commit`, wait for its receipt and approve it."""
+        service = self.service()
+        review = service.reviews.request(
+            lane.agent, self.project_id, lane.packet_id, lane.fork_id, commit, False
+        )["review"]
+        self.wait_receipt(review["id"])
+        service.approvals.approve(OWNER, self.project_id, review["id"], commit)
+        return str(review["id"])
+
+    def wait_receipt(self, review_id: str) -> ReceiptSummary:
+        deadline = time.monotonic() + RECEIPT_TIMEOUT
+        while time.monotonic() < deadline:
+            summary = self.summary(review_id)
+            if summary is not None and summary.status != "running":
+                return summary
+            time.sleep(0.2)
+        pytest.fail(f"the receipt of {review_id} is still running: {_executions()}")
+
+    def summary(self, review_id: str) -> ReceiptSummary | None:
+        review = self.store.get_review(review_id)
+        assert review is not None
+        return None if review.execution is None else review.execution.summary
+
+    def promotions(self, review_id: str) -> list[Promotion]:
+        return [p for p in self.store.list_promotions(self.project_id) if p.review_id == review_id]
+
+    def canonical(self) -> str | None:
+        return self.runtime.git.store(self.project_id).head()
+
+    def join_jobs(self) -> None:
+        for job in list(self.jobs):
+            if job.name not in self.frozen:
+                job.join(SETTLE_TIMEOUT)
+
+
+def _executions() -> list[dict[str, Any]]:
+    """Each ReceiptRun execution's status and cause, to explain a run that never ended."""
+    client = boto3.client("stepfunctions", region_name=REGION)
+    found = []
+    for machine in client.list_state_machines()["stateMachines"]:
+        for execution in client.list_executions(stateMachineArn=machine["stateMachineArn"])[
+            "executions"
+        ]:
+            described = client.describe_execution(executionArn=execution["executionArn"])
+            found.append(
+                {k: described.get(k) for k in ("name", "status", "error", "cause", "output")}
+            )
+    return found
+
+
+_API_EVENT: dict[str, Any] = json.loads((ROOT / "events" / "api_promote.json").read_text())
+_API_EVENT["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = OWNER.id
+
+
+def _dispatch(world: AwsWorld) -> Any:
+    """moto's Lambda invoke: Step Functions' tasks run the step handlers synchronously; an
+    `Event` invoke of the PromoteFunction runs its handler on a thread and returns at once."""
+    steps = {function: _load_handler(function) for function in FUNCTIONS.values()}
+
+    def run_job(event: dict[str, Any]) -> None:
+        with contextlib.suppress(Frozen):
+            _module("promote").handler(event, FakeLambdaContext())
+
+    def invoke(
+        self: object, function_name: str, qualifier: object, body: Any, headers: Any, *_: object
+    ) -> bytes:
+        name = function_name.rsplit(":", 1)[-1]
+        if name != PROMOTE_FUNCTION:
+            return json.dumps(steps[name](json.loads(body), FakeLambdaContext())).encode()
+        assert headers.get("X-Amz-Invocation-Type") == "Event", "promote jobs are asynchronous"
+        event = json.loads(body)
+        thread_name = f"promote-{event['promotionId']}"
+        if world.freeze_next > 0:
+            world.freeze_next -= 1
+            world.frozen.append(thread_name)
+        job = threading.Thread(target=run_job, args=(event,), name=thread_name, daemon=True)
+        world.jobs.append(job)
+        job.start()
+        return b""
+
+    return invoke
+
+
+def _freezing_wait(world: AwsWorld) -> Any:
+    original = StepFunctionsOrchestrator.wait
+
+    def wait(self: StepFunctionsOrchestrator, run: Any, timeout_seconds: float) -> bool:
+        if threading.current_thread().name in world.frozen:
+            world.thaw.wait()  # the Lambda is gone: no line of the job runs after this
+            raise Frozen
+        return original(self, run, timeout_seconds)
+
+    return wait
+
+
+@pytest.fixture
+def aws_world(
+    tmp_path: Path,
+    busybox_ref: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[AwsWorld]:
+    registry = ImageRegistry(tmp_path / "images")
+    registry.record("busybox", busybox_ref)
+    runtime = build_local_runtime(tmp_path / "home", images=registry)
+    clock = ShiftClock()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "BUCKET_NAME": "unused-git-is-on-disk",
+        "PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com",
+        "PROMOTE_FUNCTION_NAME": PROMOTE_FUNCTION,
+        # Far below the run's length: every promote outlasts its request.
+        "PROMOTE_WAIT_SECONDS": "0.2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+    with mock_aws(config=config):  # type: ignore[call-overload]
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        table = create_table_from_template(dynamodb)
+        store = DynamoDbStore(dynamodb, table)
+        machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+            name="ReceiptRun",
+            definition=_definition(),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/receipt-run",
+        )["stateMachineArn"]
+        monkeypatch.setenv("TABLE_NAME", table)
+        monkeypatch.setenv("STATE_MACHINE_ARN", machine)
+        # The handlers' services: git on disk (shared with the step handlers), our clock.
+        monkeypatch.setattr(aws_wiring, "git_host", lambda: runtime.git)
+        monkeypatch.setattr(aws_wiring, "SystemClock", lambda: clock)
+        # The step handlers: the same table, local git, bubblewrap and podman.
+        deps = dataclasses.replace(runtime.deps, store=store, poll_seconds=FULL_POLL_SECONDS)
+        monkeypatch.setattr(providers, "runner", lambda: deps)
+        monkeypatch.setattr(providers, "quick", lambda: runtime.quick_deps)
+        world = AwsWorld(runtime, store, clock, project_id="")
+        monkeypatch.setattr(LambdaSimpleBackend, "invoke", _dispatch(world))
+        monkeypatch.setattr(StepFunctionsOrchestrator, "wait", _freezing_wait(world))
+        service = world.service()
+        project = service.projects.create_project(OWNER, "proj", True)["project"]
+        world.project_id = project["id"]
+        repos = runtime.git.store(world.project_id)
+        initial = commit_files(repos, {"README.md": "hello\n"})
+        assert repos.update_canonical_ref(
+            _capability(world.project_id), DEFAULT_BRANCH, None, initial
+        )
+        try:
+            yield world
+        finally:
+            world.thaw.set()
+            world.join_jobs()
+            runtime.close()
+
+
+def _capability(project_id: str) -> Any:
+    """The test's initial import; the service itself never writes canonical but to promote."""
+    return mint_canonical_write_capability(project_id)
