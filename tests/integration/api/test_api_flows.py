@@ -6,6 +6,8 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+from forkhorse.service import Service
+
 from tests.integration.api.conftest import CLAIM_TTL, Project, Server, new_lane
 from tests.integration.api.support import FAILING, PASSING, checks_files
 
@@ -101,6 +103,16 @@ def test_setting_on_after_approval_gates_the_next_promote_with_the_exact_409(
     server.owner.ok("PATCH", f"/projects/{advisory.id}/settings", {"requireReceipt": True})
     status, body = server.owner.promote(advisory.id, review["id"], commit)
     assert (status, body) == (409, CHECKS_FAILED)
+    # The refusal is kept with the promotion: GET .../promotion answers it, in any process.
+    path = f"{_path(advisory, review['id'])}/promotion"
+    assert server.owner.call("GET", path) == (409, CHECKS_FAILED)
+    context = server.app.service.context
+    fresh = Service(context.store, context.git, context.orchestrator, context.clock)
+    owner = fresh.authenticate(server.owner_token)
+    assert owner is not None
+    answer = fresh.promotions.status(owner, advisory.id, review["id"])
+    fresh.shutdown()
+    assert (answer.status, answer.body) == (409, CHECKS_FAILED)
     after = server.owner.review(advisory.id, review["id"])
     # The failed before-promote summary stays visible; canonical did not move.
     assert after["receipt"]["trigger"] == "before-promote"

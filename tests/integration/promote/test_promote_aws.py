@@ -9,13 +9,15 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from forkhorse.api.aws import aws_settings
-from forkhorse.service.promotions import ALREADY_RUNNING, JOB_STOPPED
+from forkhorse.service.promotions import ALREADY_RUNNING, JOB_STOPPED, PROMOTE_FAILED
 
 from tests.integration.promote.conftest import (
     FAILING,
     OWNER,
     PASSING,
+    PROMOTE_FUNCTION,
     AwsWorld,
     _module,
 )
@@ -195,3 +197,24 @@ def _wait_for(condition: Any, timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def test_a_job_that_cannot_be_queued_fails_and_leaves_the_review_free(
+    aws_world: AwsWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lane = aws_world.lane("agent")
+    commit = aws_world.push(lane, PASSING)
+    review_id = aws_world.approved(lane, commit)
+    monkeypatch.setenv("PROMOTE_FUNCTION_NAME", "")
+    with pytest.raises(RuntimeError, match="PROMOTE_FUNCTION_NAME"):
+        _promote(aws_world, review_id, commit)
+    [failed] = aws_world.promotions(review_id)
+    assert failed.state == "failed"
+    path = f"{aws_world.promotion_path(review_id)}/promotion"
+    assert aws_world.call("GET", path) == (409, {"error": PROMOTE_FAILED})
+    assert aws_world.jobs == []
+
+    monkeypatch.setenv("PROMOTE_FUNCTION_NAME", PROMOTE_FUNCTION)
+    assert _promote(aws_world, review_id, commit)[0] == 202
+    assert aws_world.settle(review_id)[0] == 200
+    assert aws_world.canonical() == commit
