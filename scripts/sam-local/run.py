@@ -42,7 +42,7 @@ def main() -> int:
         api_timings = walk.walk(sam)
     print(
         f"sam-local: ApiFunction under start-api: cold {api_timings['cold']:.2f} s, "
-        f"warm {api_timings['warm']:.3f} s",
+        f"warm {api_timings['warm']:.3f} s (median of 10)",
         flush=True,
     )
     report(sam)
