@@ -16,7 +16,7 @@ from pathlib import Path
 import aws_local
 import invokes
 import walk
-from base_image import ensure_base_image, image_size
+from base_image import KEY_LABEL, ensure_base_image, image_size
 from engine import docker_api
 from forkhorse.adapters.containers.podman_cli import Podman
 from sam import Sam, write_env_vars
@@ -33,21 +33,34 @@ def main() -> int:
     print(f"sam-local: base image {int(image_size(podman)) / 1e6:.0f} MB", flush=True)
     sam = Sam(STATE / "build")
     sam.build(STATE / "build-cache")
+    try:
+        api_timings = exercise(sam, podman)
+    finally:
+        prune_superseded_images(podman)
+    report(sam)
+    print(
+        f"sam-local: ApiFunction under start-api: cold {api_timings['cold']:.2f} s, "
+        f"warm {api_timings['warm']:.3f} s (median of 10)",
+        flush=True,
+    )
+    print(f"sam-local: passed in {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
+def exercise(sam: Sam, podman: Podman) -> dict[str, float]:
     with docker_api(STATE) as docker_host, aws_local.moto_server(podman) as moto:
         aws_local.use_endpoint(moto)
         aws_local.create_resources()
         sam.docker_host = docker_host
         sam.env_vars = write_env_vars(STATE / "env-vars.json", moto.container_url)
         invokes.invoke_every_function(sam)
-        api_timings = walk.walk(sam)
-    print(
-        f"sam-local: ApiFunction under start-api: cold {api_timings['cold']:.2f} s, "
-        f"warm {api_timings['warm']:.3f} s (median of 10)",
-        flush=True,
-    )
-    report(sam)
-    print(f"sam-local: passed in {time.monotonic() - started:.0f} s", flush=True)
-    return 0
+        return walk.walk(sam)
+
+
+def prune_superseded_images(podman: Podman) -> None:
+    """SAM rebuilds its per-function image on every invoke; drop the untagged leftovers
+    (only images derived from the local base image carry its label)."""
+    podman.run("image", "prune", "--force", "--filter", f"label={KEY_LABEL}")
 
 
 def report(sam: Sam) -> None:
