@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from forkhorse.domain.model import Approval
+from forkhorse.domain.model import Approval, Execution, Packet, Review
 from forkhorse.domain.receipts import running_summary
 from forkhorse.ports.store import Store
 from forkhorse.records import put_record
@@ -292,3 +292,51 @@ def test_discard_refuses_a_finished_execution(store: Store) -> None:
     assert _attach(store)
     assert not store.discard_execution("r1", "g1")
     assert _digest(store) is not None
+
+
+def test_a_review_created_with_its_execution_runs_and_attaches(store: Store) -> None:
+    """The API creates a review and its first execution in one write; that execution must
+    be as attachable, updatable and recoverable as one started later."""
+    seed_review(store, generation=None)
+    store.release_claim("p1", "agent-1")
+    store.create_packet(Packet(id="p2", project_id="proj", title="More", created_at=T0))
+    assert store.claim_packet("p2", "agent-1", CLAIM_TTL, T0) is not None
+    summary = running_summary("review-created", T0)
+    execution = Execution(generation="g2", commit=COMMIT, trigger="review-created", summary=summary)
+    review = Review(
+        id="r2",
+        project_id="proj",
+        packet_id="p2",
+        fork_id="f1",
+        agent_id="agent-1",
+        commit=COMMIT,
+        created_at=T0,
+        execution=execution,
+    )
+    assert store.create_review(review)
+    progress = summary.model_copy(update={"checks": []})
+    assert store.update_summary("r2", "g2", progress)
+    rec = record(generation="g2")
+    digest = put_record(store, rec)
+    assert store.attach(
+        "r2", COMMIT, "g2", "review-created", digest, final_summary(rec, digest), LIVE
+    )
+    assert _digest(store, "r2") == digest
+
+
+def test_a_review_created_running_is_recovered_after_a_restart(store: Store) -> None:
+    seed_review(store, generation=None)
+    summary = running_summary("review-created", T0)
+    execution = Execution(generation="g9", commit=COMMIT, trigger="review-created", summary=summary)
+    review = Review(
+        id="r9",
+        project_id="proj",
+        packet_id="p1",
+        fork_id="f1",
+        agent_id="agent-1",
+        commit=COMMIT,
+        created_at=T0,
+        execution=execution,
+    )
+    assert store.create_review(review)
+    assert [i.generation for i in store.invalidate_running(LIVE)] == ["g9"]
