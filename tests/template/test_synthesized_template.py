@@ -190,3 +190,16 @@ def test_the_authorizer_can_only_read_token_hashes(resources: dict[str, Any]) ->
     role = _role_of(resources, "AgentAuthorizerFunction")
     actions = {a for s in _statements(role) for a in _actions(s)}
     assert actions == {"dynamodb:GetItem", "dynamodb:Query"}
+
+
+def test_only_the_api_can_queue_promote_jobs(resources: dict[str, Any]) -> None:
+    for name, resource in resources.items():
+        if resource["Type"] != "AWS::IAM::Role":
+            continue
+        invokes = [
+            s for s in _statements(resource["Properties"]) if "lambda:InvokeFunction" in _actions(s)
+        ]
+        if name.startswith("ApiFunction"):
+            assert [s["Resource"] for s in invokes] == [{"Fn::GetAtt": ["PromoteFunction", "Arn"]}]
+        elif not name.startswith("ReceiptRunStateMachine"):
+            assert invokes == [], name
