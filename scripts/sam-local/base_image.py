@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from forkhorse.adapters.containers.images import _host_suite, _scratch_dir, _stream
+from forkhorse.adapters.containers.images import host_suite, scratch_dir, stream
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman, PodmanFailed
 from forkhorse.ports.containers import ImageUnresolved
 
@@ -93,11 +93,11 @@ def ensure_base_image(podman: Podman, cache_dir: Path) -> bool:
 def build(podman: Podman, home: Path, key: str, cache_dir: Path) -> None:
     debs = cache_dir / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    with _scratch_dir(cache_dir) as scratch:
+    with scratch_dir(cache_dir) as scratch:
         rootfs = scratch / "rootfs"
         _progress("[1/4] debootstrap minbase with Python's shared libraries")
         _step(["debootstrap", "--variant=minbase", f"--include={','.join(RUNTIME_PACKAGES)}",
-               f"--cache-dir={debs}", _host_suite(), str(rootfs)])  # fmt: skip
+               f"--cache-dir={debs}", host_suite(), str(rootfs)])  # fmt: skip
         _progress(
             f"[2/4] Python {sys.version.split()[0]} at /var/lang, the runtime in /var/runtime"
         )
@@ -178,7 +178,7 @@ def _step(command: list[str]) -> None:
     """Run a build step quietly; its last lines are shown when it fails."""
     tail: deque[str] = deque(maxlen=40)
     try:
-        _stream(command, tail.append)
+        stream(command, tail.append)
     except ImageUnresolved:
         print("\n".join(tail), file=sys.stderr, flush=True)
         raise

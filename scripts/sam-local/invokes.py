@@ -16,7 +16,6 @@ from sam import Sam
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
-LOCAL_EVENTS = Path(__file__).resolve().parent / "events"
 STATE = ROOT / ".aws-sam/sam-local"
 SAMPLE_AGENT = "agent-a-0123456789ab"
 SAMPLE_TOKEN = "fh_example-token"  # noqa: S105 (events/api_authorizer_request.json)
@@ -76,13 +75,13 @@ def runner_functions(sam: Sam) -> None:
     _expect("QuickCheckFunction", (dropped["name"], len(dropped["evidence"])), ("brand", 64))
     recorded = sam.invoke("QuickRecordFunction", _written("quick_record.json", dropped))
     _expect("QuickRecordFunction", recorded["outcome"], "infrastructure-error")
-    started = sam.invoke("FullStartFunction", LOCAL_EVENTS / "full_start.json")
+    started = sam.invoke("FullStartFunction", EVENTS / "run_full_start.json")
     _expect(
         "FullStartFunction", (started["done"], started["outcome"]), (True, "infrastructure-error")
     )
-    polled = sam.invoke("FullPollFunction", LOCAL_EVENTS / "full_poll.json")
+    polled = sam.invoke("FullPollFunction", EVENTS / "run_full_poll.json")
     _expect("FullPollFunction", polled.get("done"), True)
-    final = sam.invoke("FinalizeFunction", LOCAL_EVENTS / "finalize_infrastructure_error.json")
+    final = sam.invoke("FinalizeFunction", EVENTS / "run_finalize_infrastructure_error.json")
     _expect("FinalizeFunction", final, {"attached": False, "status": "infrastructure-error"})
     recovery = sam.invoke("RunRecoveryFunction", EVENTS / "sfn_status_change.json")
     _expect("RunRecoveryFunction", recovery, {"finalized": False})

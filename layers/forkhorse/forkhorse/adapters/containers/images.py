@@ -169,16 +169,16 @@ def build_default_image(
     started = time.monotonic()
     debs = cache_dir / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    with _scratch_dir(cache_dir) as scratch:
+    with scratch_dir(cache_dir) as scratch:
         rootfs = scratch / "rootfs"
         progress("[1/4] debootstrap: a minimal Debian rootfs (about 30 s)")
-        _stream(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
-                 _host_suite(), str(rootfs)], progress)  # fmt: skip
+        stream(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
+                 host_suite(), str(rootfs)], progress)  # fmt: skip
         progress(f"[2/4] apt-get install {' '.join(DEFAULT_PACKAGES)} (about 30 s)")
         _install_packages(rootfs, progress)
         progress("[3/4] podman import")
         tarball = scratch / "rootfs.tar"
-        _stream(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."], progress)
+        stream(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."], progress)
         reference = import_rootfs(podman, DEFAULT_IMAGE, tarball, _DEFAULT_CHANGES)
     progress("[4/4] checking the image")
     versions = podman.output(
@@ -192,7 +192,7 @@ def build_default_image(
 
 
 @contextmanager
-def _scratch_dir(cache_dir: Path) -> Iterator[Path]:
+def scratch_dir(cache_dir: Path) -> Iterator[Path]:
     scratch = Path(tempfile.mkdtemp(prefix="build-", dir=cache_dir))
     try:
         yield scratch
@@ -200,7 +200,7 @@ def _scratch_dir(cache_dir: Path) -> Iterator[Path]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _host_suite() -> str:
+def host_suite() -> str:
     """The host's Debian release (these machines are bookworm), so its apt sources fit."""
     for line in Path("/etc/os-release").read_text(encoding="utf-8").splitlines():
         if line.startswith("VERSION_CODENAME="):
@@ -219,7 +219,7 @@ def _install_packages(rootfs: Path, progress: Progress) -> None:
         f"apt-get install -y -qq --no-install-recommends {' '.join(DEFAULT_PACKAGES)}; "
         "apt-get clean; rm -rf /var/lib/apt/lists/*"
     )
-    _stream(["chroot", str(rootfs), "sh", "-c", script], progress)
+    stream(["chroot", str(rootfs), "sh", "-c", script], progress)
     (rootfs / "etc/resolv.conf").write_text("", encoding="utf-8")
     with (rootfs / "etc/passwd").open("a", encoding="utf-8") as passwd:
         passwd.write(f"check:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n")
@@ -228,7 +228,7 @@ def _install_packages(rootfs: Path, progress: Progress) -> None:
     (rootfs / "workspace").mkdir(exist_ok=True)
 
 
-def _stream(command: list[str], progress: Progress) -> None:
+def stream(command: list[str], progress: Progress) -> None:
     """Run a build step, passing its output lines on as progress."""
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
