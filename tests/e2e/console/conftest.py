@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.integration.api.conftest import Project, Server, server  # noqa: F401
 
@@ -86,7 +87,11 @@ class Console:
         self.wait_ready()
 
     def wait_ready(self) -> None:
-        self.page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
+        try:
+            self.page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
+        except PlaywrightTimeout:
+            seen = self.page.evaluate("document.body.innerText.slice(0, 2000)")
+            pytest.fail(f"{self.page.url} never became ready; page errors {self.errors}; {seen!r}")
 
     def sign_in(self) -> None:
         """Through the form, as an owner would."""
