@@ -1,17 +1,20 @@
-"""AuthorizerFunction: the HTTP API Lambda authorizer for bearer tokens (hashes only)."""
+"""AgentAuthorizerFunction: the HTTP API Lambda authorizer for bearer tokens (hashes only),
+and owners' Cognito access tokens on the routes owners share with agents."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from forkhorse.api.aws import authorize, aws_store
+from forkhorse.api.authorizer import OwnerPool, authorize
+from forkhorse.api.aws import aws_store, owner_pool
 from forkhorse.ports.store import Store
 
-_store: Store | None = None
+_wiring: tuple[Store, OwnerPool | None] | None = None
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    global _store
-    if _store is None:
-        _store = aws_store()
-    return authorize(_store, event)
+    global _wiring
+    if _wiring is None:
+        _wiring = (aws_store(), owner_pool())
+    store, pool = _wiring
+    return authorize(store, event, pool)

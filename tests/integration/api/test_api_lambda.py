@@ -101,3 +101,44 @@ def test_the_api_function_trusts_the_cognito_owner_and_the_lambda_authorizer(
 def test_the_push_function_ignores_unknown_projects(aws: DynamoDbStore) -> None:
     push = _function("push")
     assert push.handler(_event("push_follow.json"), None) == {"moved": []}
+
+
+def _cognito_owner(pool_name: str) -> tuple[str, str, str]:
+    """A user pool with a console client and one owner; returns (pool, client, access token)."""
+    cognito = boto3.client("cognito-idp")
+    pool = cognito.create_user_pool(PoolName=pool_name)["UserPool"]["Id"]
+    client = cognito.create_user_pool_client(
+        UserPoolId=pool, ClientName="console", ExplicitAuthFlows=["ADMIN_NO_SRP_AUTH"]
+    )["UserPoolClient"]["ClientId"]
+    cognito.admin_create_user(UserPoolId=pool, Username="owner@example.com")
+    cognito.admin_set_user_password(
+        UserPoolId=pool, Username="owner@example.com", Password="Correct-Horse-9", Permanent=True
+    )
+    tokens = cognito.admin_initiate_auth(
+        UserPoolId=pool,
+        ClientId=client,
+        AuthFlow="ADMIN_NO_SRP_AUTH",
+        AuthParameters={"USERNAME": "owner@example.com", "PASSWORD": "Correct-Horse-9"},
+    )["AuthenticationResult"]
+    return pool, client, tokens["AccessToken"]
+
+
+def test_the_authorizer_admits_this_pools_owner_access_tokens_only(
+    aws: DynamoDbStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, client, access = _cognito_owner("owners")
+    _, _, foreign = _cognito_owner("someone-elses-pool")
+    monkeypatch.setenv("OWNER_USER_POOL_ID", pool)
+    monkeypatch.setenv("OWNER_CLIENT_ID", client)
+    authorizer = _function("authorizer")
+    event = _event("api_authorizer_request.json")
+    event["headers"]["authorization"] = f"Bearer {access}"
+    decision = authorizer.handler(event, None)
+    assert decision["isAuthorized"] is True
+    assert decision["context"]["kind"] == "owner"
+    sub = boto3.client("cognito-idp").get_user(AccessToken=access)["UserAttributes"]
+    assert decision["context"]["principalId"] == next(a["Value"] for a in sub if a["Name"] == "sub")
+    event["headers"]["authorization"] = f"Bearer {foreign}"
+    assert authorizer.handler(event, None) == {"isAuthorized": False}, "another pool's token"
+    event["headers"]["authorization"] = f"Bearer {access[:-4]}AAAA"
+    assert authorizer.handler(event, None) == {"isAuthorized": False}, "a forged signature"

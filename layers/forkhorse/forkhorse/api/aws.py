@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
 
 import boto3
 
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.adapters.jobs import LambdaPromoteJobs
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
+from forkhorse.api.authorizer import OwnerPool
 from forkhorse.ports.clock import SystemClock
 from forkhorse.ports.store import Store
 from forkhorse.service import Service, ServiceSettings
-from forkhorse.service.identity import token_hash
 from forkhorse.wiring.aws import git_host
 
 
@@ -58,16 +57,12 @@ def build_aws_service() -> Service:
     return Service(aws_store(), git, orchestrator, SystemClock(), aws_settings(), jobs=jobs)
 
 
-def authorize(store: Store, event: dict[str, Any]) -> dict[str, Any]:
-    """An HTTP API Lambda authorizer (payload 2.0, simple responses) over token hashes."""
-    header = ""
-    for name, value in (event.get("headers") or {}).items():
-        if name.lower() == "authorization":
-            header = str(value)
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return {"isAuthorized": False}
-    principal = store.find_principal_by_token_hash(token_hash(token.strip()))
-    if principal is None or principal.revoked:
-        return {"isAuthorized": False}
-    return {"isAuthorized": True, "context": {"principalId": principal.id, "kind": principal.kind}}
+def owner_pool() -> OwnerPool | None:
+    """The deployment's Cognito pool, when the function is configured with one."""
+    pool_id = os.environ.get("OWNER_USER_POOL_ID")
+    client_id = os.environ.get("OWNER_CLIENT_ID")
+    if not pool_id or not client_id:
+        return None
+    region = pool_id.split("_", 1)[0]
+    issuer = f"https://cognito-idp.{region}.amazonaws.com/{pool_id}"
+    return OwnerPool(boto3.client("cognito-idp", region_name=region), issuer, client_id)
