@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from forkhorse.ports.jobs import PromoteJob
 
-
-class LambdaInvoker(Protocol):
-    """The part of boto3's Lambda client this adapter uses."""
-
-    def invoke(self, **request: Any) -> Mapping[str, Any]: ...
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
 
 
 class LambdaPromoteJobs:
     """AWS: an asynchronous (`Event`) invoke of the PromoteFunction, whose handler runs
     the job; Lambda queues the event and the API's response need not wait for it."""
 
-    def __init__(self, client: LambdaInvoker, function_name: str) -> None:
+    def __init__(self, client: LambdaClient, function_name: str) -> None:
         self._client = client
         self._function = function_name
 
