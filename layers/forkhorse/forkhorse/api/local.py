@@ -36,6 +36,7 @@ class LocalApp:
 
 def build_local_app(runtime: LocalRuntime, settings: ServiceSettings) -> LocalApp:
     service = Service(runtime.store, runtime.git, runtime.supervisor, runtime.deps.clock, settings)
+    service.promotions.recover_after_restart()  # no promote job outlives its process
     runtime.events.subscribe(PUSH_EVENT, lambda detail: _follow(service, detail))
     api = ForkhorseApi(service)
     git = GitHttpApp(

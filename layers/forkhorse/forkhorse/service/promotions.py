@@ -63,6 +63,7 @@ PROMOTE_FAILED = "The promotion failed."
 ALREADY_RUNNING = "A promote of this review is already running."
 NO_PROMOTION = "This review has no promotion."
 JOB_STOPPED = "The promote job stopped before it finished; nothing was written. Promote again."
+_STOPPED = Refusal(status=409, error=JOB_STOPPED)
 NOT_LANDED = "The promotion's canonical write did not land; nothing was written."
 _LEASE_POLL_SECONDS = 0.05
 
@@ -334,6 +335,25 @@ class Promotions:
             promotion.project_id, promotion.id, state, entry, self._c.clock.now(), refusal
         )
 
+    def recover_after_restart(self) -> int:
+        """Local mode, at start: no promote job survives a restart of its process. Queued
+        ones stop; open ones are reconciled under the lease. Returns how many were settled."""
+        settled = 0
+        for project in self._c.store.list_projects():
+            for promotion in self._c.store.list_promotions(project.id):
+                if promotion.state == "queued":
+                    settled += self._settle(promotion, "failed", refusal=_STOPPED)
+            if self._c.store.open_promotion(project.id) is None:
+                continue
+            holder = f"recovery-{uuid.uuid4()}"
+            token = self._acquire_lease(project.id, holder)
+            try:
+                self._reconcile(project.id)
+                settled += 1
+            finally:
+                self._c.store.release_lease(project.id, holder, token)
+        return settled
+
     def _reconcile(self, project_id: str) -> None:
         """Holding the lease, settle a promotion left open by a dead job or an unknown
         write. A pending one never reached the write; for a writing or uncertain one,
@@ -342,7 +362,7 @@ class Promotions:
         if open_promotion is None:
             return
         if open_promotion.state == "pending":
-            self._settle(open_promotion, "failed", refusal=Refusal(status=409, error=JOB_STOPPED))
+            self._settle(open_promotion, "failed", refusal=_STOPPED)
         elif self._c.repos(project_id).head() == open_promotion.commit:
             self._settle(open_promotion, "done", self._ledger_entry(open_promotion))
         else:
