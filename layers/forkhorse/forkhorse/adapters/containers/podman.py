@@ -115,7 +115,7 @@ class PodmanContainerPort:
         container_id = (workspace.parent / "cid").read_text(encoding="ascii").strip()
         started_at = time.time()
         try:
-            self._attach(container_id)
+            self._attach(container_id, workspace.parent)
         except OSError as error:
             self._remove(container_id)
             self._remove_run_dir(name)
@@ -182,9 +182,12 @@ class PodmanContainerPort:
             "sh", "-c", spec.run,
         ]  # fmt: skip
 
-    def _attach(self, container_id: str) -> None:
+    def _attach(self, container_id: str, run_dir: Path) -> None:
         process = subprocess.Popen(
             self._podman.command("start", "--attach", container_id),
+            # conmon drops files (such as `oom`) in its working directory: keep them in the
+            # run's own directory, which destroy removes.
+            cwd=run_dir,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 
 from forkhorse.ports.containers import ContainerError
@@ -16,6 +17,9 @@ ULIMIT_FLAGS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=512:512")
 
 class PodmanMissing(ContainerError):
     sentence = "podman is not installed: install podman and runc (apt-get install podman runc)."
+
+
+NEUTRAL_DIRECTORY = tempfile.gettempdir()
 
 
 class Podman:
@@ -33,7 +37,12 @@ class Podman:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run one podman command to completion; the caller reads `returncode`."""
         return subprocess.run(
-            self.command(*args), input=stdin, capture_output=True, timeout=timeout, check=False
+            self.command(*args),
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            cwd=NEUTRAL_DIRECTORY,  # conmon may leave files (`oom`) in its working directory
         )
 
     def output(self, *args: str, timeout: float = 120) -> str:
