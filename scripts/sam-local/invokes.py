@@ -55,6 +55,9 @@ def invoke_every_function(sam: Sam) -> None:
         _expect("PushFunction", sam.invoke("PushFunction", EVENTS / event), {"moved": []})
     git = sam.invoke("GitHttpFunction", EVENTS / "git_http_info_refs.json")
     _expect("GitHttpFunction", git["statusCode"], 401)
+    # The sample job names no queued promotion: the job finds nothing to run and writes nothing.
+    promote = sam.invoke("PromoteFunction", EVENTS / "promote_job.json")
+    _expect("PromoteFunction", promote["state"], None)
     runner_functions(sam)
 
 
