@@ -8,6 +8,7 @@ refs of the requested repository) and each has its own refs. Reads go by exact S
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import ClassVar
@@ -43,7 +44,7 @@ class InvalidRefUpdate(ValueError):
     """A ref name or target that Forkhorse never writes."""
 
 
-class DulwichGitStore:
+class DulwichGitStore(ABC):
     """GitStore over one shared dulwich object store; subclasses supply refs and storage."""
 
     max_push_bytes: ClassVar[int] = MAX_PUSH_BYTES
@@ -57,18 +58,21 @@ class DulwichGitStore:
         self._snapshots: OrderedDict[str, DulwichSnapshot] = OrderedDict()
 
     # Storage-specific parts -------------------------------------------------------------
+    @abstractmethod
     def exists(self, fork: str | None = None) -> bool:
-        raise NotImplementedError
+        """Whether canonical (fork None) or that fork exists."""
 
+    @abstractmethod
     def _refs_container(self, fork: str | None) -> RefsContainer:
-        raise NotImplementedError
+        """The refs of canonical or of one fork."""
 
+    @abstractmethod
     def _create_repo(self, fork: str | None, initial_head: bytes | None) -> bool:
         """Create the repo's refs (HEAD -> main, main at `initial_head`); False if it exists."""
-        raise NotImplementedError
 
+    @abstractmethod
     def publish_archive(self, commit: str) -> ArchiveLink:
-        raise NotImplementedError
+        """Store the exact tree's archive where a full check can fetch it."""
 
     # GitStore ---------------------------------------------------------------------------
     @property

@@ -23,7 +23,7 @@ SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the
 
 
 class BubblewrapMissing(RuntimeError):
-    pass
+    """Local quick checks need bubblewrap; there is no weaker fallback."""
 
 
 class BwrapLauncher:
@@ -92,7 +92,7 @@ class BwrapLauncher:
             process.kill()
 
     def cleanup(self) -> None:
-        pass
+        """Nothing to remove: the sandbox's tmpfs vanishes with its mount namespace."""
 
 
 class BwrapSandbox:
