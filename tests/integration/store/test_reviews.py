@@ -294,19 +294,16 @@ def test_discard_refuses_a_finished_execution(store: Store) -> None:
     assert _digest(store) is not None
 
 
-def test_a_review_created_with_its_execution_runs_and_attaches(store: Store) -> None:
-    """The API creates a review and its first execution in one write; that execution must
-    be as attachable, updatable and recoverable as one started later."""
-    seed_review(store, generation=None)
-    store.release_claim("p1", "agent-1")
-    store.create_packet(Packet(id="p2", project_id="proj", title="More", created_at=T0))
-    assert store.claim_packet("p2", "agent-1", CLAIM_TTL, T0) is not None
+def _create_running(store: Store, review_id: str, generation: str, packet_id: str) -> None:
+    """A review stored together with its first, running execution, as the API creates it."""
     summary = running_summary("review-created", T0)
-    execution = Execution(generation="g2", commit=COMMIT, trigger="review-created", summary=summary)
+    execution = Execution(
+        generation=generation, commit=COMMIT, trigger="review-created", summary=summary
+    )
     review = Review(
-        id="r2",
+        id=review_id,
         project_id="proj",
-        packet_id="p2",
+        packet_id=packet_id,
         fork_id="f1",
         agent_id="agent-1",
         commit=COMMIT,
@@ -314,8 +311,17 @@ def test_a_review_created_with_its_execution_runs_and_attaches(store: Store) -> 
         execution=execution,
     )
     assert store.create_review(review)
-    progress = summary.model_copy(update={"checks": []})
-    assert store.update_summary("r2", "g2", progress)
+
+
+def test_a_review_created_with_its_execution_runs_and_attaches(store: Store) -> None:
+    """The API creates a review and its first execution in one write; that execution must
+    be as attachable, updatable and recoverable as one started later."""
+    seed_review(store, generation=None)
+    store.release_claim("p1", "agent-1")
+    store.create_packet(Packet(id="p2", project_id="proj", title="More", created_at=T0))
+    assert store.claim_packet("p2", "agent-1", CLAIM_TTL, T0) is not None
+    _create_running(store, "r2", "g2", "p2")
+    assert store.update_summary("r2", "g2", running_summary("review-created", T0))
     rec = record(generation="g2")
     digest = put_record(store, rec)
     assert store.attach(
@@ -326,17 +332,5 @@ def test_a_review_created_with_its_execution_runs_and_attaches(store: Store) -> 
 
 def test_a_review_created_running_is_recovered_after_a_restart(store: Store) -> None:
     seed_review(store, generation=None)
-    summary = running_summary("review-created", T0)
-    execution = Execution(generation="g9", commit=COMMIT, trigger="review-created", summary=summary)
-    review = Review(
-        id="r9",
-        project_id="proj",
-        packet_id="p1",
-        fork_id="f1",
-        agent_id="agent-1",
-        commit=COMMIT,
-        created_at=T0,
-        execution=execution,
-    )
-    assert store.create_review(review)
+    _create_running(store, "r9", "g9", "p1")
     assert [i.generation for i in store.invalidate_running(LIVE)] == ["g9"]
