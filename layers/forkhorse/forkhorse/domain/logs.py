@@ -5,8 +5,9 @@ failed), so a long stream keeps its first 16 KiB and its last 16 KiB and records
 how many bytes were dropped between them and at which original offset.
 """
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, Field, NonNegativeInt
+
+from forkhorse.domain.wire import WIRE_CONFIG
 
 LOG_BUDGET_BYTES = 32 * 1024
 _HEAD_BYTES = LOG_BUDGET_BYTES // 2
@@ -21,14 +22,7 @@ class BoundedLog(BaseModel):
     bytes starting at original offset `dropped_at`; `total_bytes` is the original size.
     """
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        strict=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        serialize_by_alias=True,
-    )
+    model_config = WIRE_CONFIG
 
     text: str
     total_bytes: NonNegativeInt

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, PositiveInt
-from pydantic.alias_generators import to_camel
 
 from forkhorse.domain.receipts import ReceiptSummary, Trigger
+from forkhorse.domain.wire import WIRE_CONFIG
 
 
 class _State(BaseModel):
@@ -20,14 +20,7 @@ class _State(BaseModel):
 class ProjectSettings(BaseModel):
     """The owner's settings; on the wire exactly `{"requireReceipt": bool}`."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        strict=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        serialize_by_alias=True,
-    )
+    model_config = WIRE_CONFIG
 
     require_receipt: bool
 

@@ -9,10 +9,10 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import AfterValidator, BaseModel, Field, NonNegativeInt, model_validator
 
 from forkhorse.domain.logs import EMPTY_LOG, BoundedLog
+from forkhorse.domain.wire import WIRE_CONFIG
 
 Outcome = Literal["running", "passed", "failed", "infrastructure-error", "timed-out"]
 FinalOutcome = Literal["passed", "failed", "infrastructure-error", "timed-out"]
@@ -56,14 +56,7 @@ def _is_none(value: object) -> bool:
 class _Wire(BaseModel):
     """Strict camelCase models: unknown fields are refused, nothing is coerced."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        strict=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        serialize_by_alias=True,
-    )
+    model_config = WIRE_CONFIG
 
 
 class SummaryCheck(_Wire):
