@@ -60,7 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"Forkhorse is listening on {url}", flush=True)
     print(f"  console:    {url}/", flush=True)
     print(f"  API docs:   {url}/docs", flush=True)
-    print(f"  owner token: {home / 'owner-token'} ({token[:6]}...)", flush=True)
+    print(f"  owner token: {token}  (also in {home / 'owner-token'})", flush=True)
     if args.demo:
         from forkhorse.demo import seed_demo
 
