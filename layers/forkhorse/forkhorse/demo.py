@@ -19,7 +19,16 @@ log = logging.getLogger(__name__)
 DEMO_FILE = "demo.json"
 AGENT_TOKEN_FILE = "demo-agent-token"  # noqa: S105 - a file name, not a secret
 README = "# Smoke\n\nThe Forkhorse demo project.\n"
-SMOKE_CHECKS = '[{"name":"test","tier":"full","image":"default","run":"npm test"}]\n'
+# A quick check (fresh sandbox, no network) ahead of the smoke project's `npm test`.
+SMOKE_CHECKS = (
+    '[{"name":"readme","tier":"quick","module":".forkhorse/quick/readme.py"},'
+    '{"name":"test","tier":"full","image":"default","run":"npm test"}]\n'
+)
+README_CHECK = (
+    "def check(ctx):\n"
+    '    text = ctx.read("README.md")\n'
+    '    return {"ok": bool(text and text.strip()), "message": "README.md says what this is."}\n'
+)
 SMOKE_PACKAGE = '{"scripts":{"test":"node -e \\"if (2 + 2 !== 4) process.exit(1)\\""}}\n'
 
 
@@ -64,6 +73,8 @@ def _seed(app: LocalApp, home: Path, url: str, owner_token: str) -> dict[str, st
         service.projects.claim(agent, project["id"], packet_id)
         (work / ".forkhorse").mkdir()
         (work / ".forkhorse" / "checks").write_text(SMOKE_CHECKS, encoding="utf-8")
+        (work / ".forkhorse" / "quick").mkdir()
+        (work / ".forkhorse" / "quick" / "readme.py").write_text(README_CHECK, encoding="utf-8")
         (work / "package.json").write_text(SMOKE_PACKAGE, encoding="utf-8")
         commit = _commit(work, "Smoke test")
         _push(work, fork["cloneUrl"], created["token"])
