@@ -56,7 +56,10 @@ class World:
 
     def review(self, files: dict[str, str | bytes], trigger: str = "review-created") -> RunRef:
         """A review of a fresh commit with a running execution, ready to start."""
-        sha = self.commit(files)
+        return self.review_commit(self.commit(files), trigger)
+
+    def review_commit(self, sha: str, trigger: str = "review-created") -> RunRef:
+        """A review of a commit already in the project's objects, ready to start."""
         review_id = f"review-{len(self.reviews) + 1}"
         now = SystemClock().now()
         assert self.store.create_review(
