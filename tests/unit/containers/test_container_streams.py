@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from forkhorse.adapters.containers.streams import StreamSample
-from forkhorse.domain.logs import bound_log
+from forkhorse.domain.logs import LogSample, bound_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,14 +29,14 @@ CHUNKS = st.lists(
 @given(CHUNKS)
 @settings(max_examples=40, deadline=None)
 def test_sampling_equals_bounding_the_whole_stream(chunks: list[bytes]) -> None:
-    sample = StreamSample()
+    sample = LogSample()
     for chunk in chunks:
         sample.feed(chunk)
     assert sample.bounded() == bound_log(b"".join(chunks))
 
 
 def test_a_huge_stream_costs_two_windows_of_memory() -> None:
-    sample = StreamSample()
+    sample = LogSample()
     block = b"0123456789" * 100_000
     for _ in range(100):  # 100 MB
         sample.feed(block)

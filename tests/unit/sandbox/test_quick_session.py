@@ -13,13 +13,12 @@ import time
 
 import pytest
 from forkhorse.adapters.sandbox.bwrap import BubblewrapMissing, BwrapLauncher, BwrapSandbox
-from forkhorse.adapters.sandbox.capture import StreamCapture
 from forkhorse.adapters.sandbox.mock import MockSandbox
 from forkhorse.adapters.sandbox.runtime import current_runtime
 from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.adapters.sandbox.session import Limits, run_quick_check
 from forkhorse.domain.checks import QuickCheckDef, quick_module_digest
-from forkhorse.domain.logs import bound_log
+from forkhorse.domain.logs import LogSample, bound_log
 from forkhorse.domain.snapshot import CapabilityRevoked
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,20 +38,20 @@ def definition() -> QuickCheckDef:
 def test_streaming_capture_equals_bound_log_of_the_whole_stream(
     data: bytes, cuts: list[int]
 ) -> None:
-    capture = StreamCapture()
+    capture = LogSample()
     position = 0
     for cut in cuts:
         capture.feed(data[position : position + cut])
         position += cut
     capture.feed(data[position:])
-    assert capture.log() == bound_log(data)
+    assert capture.bounded() == bound_log(data)
 
 
 def test_streaming_capture_stays_small_for_megabytes() -> None:
-    capture = StreamCapture()
+    capture = LogSample()
     for _ in range(256):
         capture.feed(b"z" * 65536)
-    log = capture.log()
+    log = capture.bounded()
     assert log.total_bytes == 16 * 1024 * 1024
     assert len(log.text) == 32 * 1024
 

@@ -79,3 +79,37 @@ def bound_log(data: bytes) -> BoundedLog:
         dropped_bytes=tail_start - head_end,
         dropped_at=head_end,
     )
+
+
+class LogSample:
+    """Bounds a stream while it is read: only the first and last 32 KiB and the byte count
+    are kept, so printing gigabytes costs 64 KiB. `bounded()` equals `bound_log` of the
+    whole stream, because `bound_log` never keeps anything outside those two windows."""
+
+    def __init__(self) -> None:
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._total = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self._total
+
+    def feed(self, chunk: bytes) -> None:
+        self._total += len(chunk)
+        room = LOG_BUDGET_BYTES - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail += chunk
+            del self._tail[: max(0, len(self._tail) - LOG_BUDGET_BYTES)]
+
+    def bounded(self) -> BoundedLog:
+        skipped = self._total - len(self._head) - len(self._tail)
+        log = bound_log(bytes(self._head + self._tail))
+        if skipped == 0:
+            return log
+        return log.model_copy(
+            update={"total_bytes": self._total, "dropped_bytes": log.dropped_bytes + skipped}
+        )

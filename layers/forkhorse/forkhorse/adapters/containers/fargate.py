@@ -33,8 +33,7 @@ from forkhorse.adapters.containers.common import (
     labels_for,
     result_for,
 )
-from forkhorse.adapters.containers.streams import StreamSample
-from forkhorse.domain.logs import EMPTY_LOG, BoundedLog
+from forkhorse.domain.logs import EMPTY_LOG, BoundedLog, LogSample
 from forkhorse.domain.receipts import Evidence
 from forkhorse.ports.containers import (
     CleanupUnconfirmed,
@@ -273,7 +272,7 @@ class FargateContainerPort:
         """The check container's awslogs stream, read from its head, bounded."""
         task_id = handle.container_id.rsplit("/", 1)[-1]
         stream = f"{self.settings.log_stream_prefix}/{self.settings.check_container}/{task_id}"
-        sample = StreamSample()
+        sample = LogSample()
         for message in self._log_messages(stream):
             sample.feed(message.encode("utf-8", "replace") + b"\n")
         return sample.bounded()

@@ -31,7 +31,8 @@ from forkhorse.adapters.containers.common import (
 )
 from forkhorse.adapters.containers.images import CHECK_UID, ImageRegistry
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
-from forkhorse.adapters.containers.streams import StreamSample, drain_in_background
+from forkhorse.adapters.containers.streams import drain_in_background
+from forkhorse.domain.logs import LogSample
 from forkhorse.domain.receipts import Evidence
 from forkhorse.ports.containers import (
     CleanupUnconfirmed,
@@ -60,8 +61,8 @@ class PodmanLimits:
 @dataclass
 class _Run:
     process: subprocess.Popen[bytes]
-    stdout: StreamSample
-    stderr: StreamSample
+    stdout: LogSample
+    stderr: LogSample
     drains: tuple[threading.Thread, ...]
     timed_out: bool = False
     ended_at: float | None = field(default=None)
@@ -194,7 +195,7 @@ class PodmanContainerPort:
         )
         assert process.stdout is not None
         assert process.stderr is not None
-        stdout, stderr = StreamSample(), StreamSample()
+        stdout, stderr = LogSample(), LogSample()
         drains = (
             drain_in_background(process.stdout, stdout),
             drain_in_background(process.stderr, stderr),

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from forkhorse.adapters.sandbox import harness
-from forkhorse.adapters.sandbox.capture import StreamCapture
 from forkhorse.domain.checks import QuickCheckDef, quick_module_digest
+from forkhorse.domain.logs import LogSample
 from forkhorse.domain.messages import sanitize_message
 from forkhorse.domain.receipts import CheckRecord, FinalOutcome
 from forkhorse.domain.snapshot import (
@@ -163,8 +163,8 @@ class QuickCheckSession:
         self._reader: SnapshotReader = snapshot.reader(self._budget)
         self._capability = secrets.token_hex(harness.CAPABILITY_BYTES // 2).encode()
         self._state = _State()
-        self._stdout = StreamCapture()
-        self._stderr = StreamCapture()
+        self._stdout = LogSample()
+        self._stderr = LogSample()
         self._rpc_buffer = bytearray()
 
     def run(self) -> CheckRecord:
@@ -268,7 +268,7 @@ class QuickCheckSession:
         if not data:
             selector.unregister(key.fileobj)
             return
-        capture: StreamCapture = key.data
+        capture: LogSample = key.data
         capture.feed(data)
         if self._stdout.total_bytes + self._stderr.total_bytes > MAX_OUTPUT_BYTES:
             self._violate(_Violation("failed", MESSAGE_OUTPUT))
@@ -420,8 +420,8 @@ class QuickCheckSession:
             outcome=outcome if source is not None else _never_passed(outcome),
             message=sanitize_message(message),
             duration_ms=int((time.monotonic() - started) * 1000),
-            stdout=self._stdout.log(),
-            stderr=self._stderr.log(),
+            stdout=self._stdout.bounded(),
+            stderr=self._stderr.bounded(),
         )
 
 
