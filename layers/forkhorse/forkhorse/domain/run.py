@@ -3,8 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel
 
 from forkhorse.domain.receipts import (
     SKIPPED_FULL_MESSAGE,
@@ -14,6 +13,7 @@ from forkhorse.domain.receipts import (
     SummaryCheck,
     Trigger,
 )
+from forkhorse.domain.wire import WIRE_CONFIG
 
 MOCK_PLATFORM = "mock"
 MOCK_EVIDENCE_OF_TIER: dict[str, Evidence] = {
@@ -27,14 +27,7 @@ RUN_INFRASTRUCTURE_MESSAGE = "The receipt run failed on infrastructure; no evide
 class RunRef(BaseModel):
     """Which execution a step works for. Only the service creates one: never client input."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-    )
+    model_config = WIRE_CONFIG
 
     project_id: str
     review_id: str

@@ -9,21 +9,16 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel
+
+from forkhorse.domain.wire import WIRE_CONFIG
 
 
 class PromoteJob(BaseModel):
     """Names a queued promotion; everything else is read from the Store (so the event
     selects nothing: no commit, generation or digest)."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        serialize_by_alias=True,
-    )
+    model_config = WIRE_CONFIG
 
     project_id: str
     promotion_id: str
