@@ -24,7 +24,7 @@ from forkhorse.domain.checks import (
     QuickCheckDef,
     parse_checks,
 )
-from forkhorse.domain.logs import EMPTY_LOG
+from forkhorse.domain.logs import EMPTY_LOG, BoundedLog
 from forkhorse.domain.receipts import (
     CheckRecord,
     FinalOutcome,
@@ -289,6 +289,8 @@ def _container_record(
     outcome: FinalOutcome,
     message: str,
     duration_ms: int | None,
+    stdout: BoundedLog = EMPTY_LOG,
+    stderr: BoundedLog = EMPTY_LOG,
 ) -> CheckRecord:
     return CheckRecord(
         name=definition.name,
@@ -300,8 +302,8 @@ def _container_record(
         outcome=outcome,
         message=message,
         duration_ms=duration_ms,
-        stdout=EMPTY_LOG,
-        stderr=EMPTY_LOG,
+        stdout=stdout,
+        stderr=stderr,
     )
 
 
@@ -347,18 +349,15 @@ def full_poll(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
         result = deps.containers.collect(handle)
     finally:
         deps.containers.destroy(handle)  # raises CleanupUnconfirmed: the run fails closed
-    record = CheckRecord(
-        name=definition.name,
-        tier="full",
-        definition=definition.definition(),
-        runtime="container",
-        platform=deps.containers.platform,
-        image_digest=handle.image_ref,
-        outcome=result.outcome,
-        message=result.message,
-        duration_ms=result.duration_ms,
-        stdout=result.stdout,
-        stderr=result.stderr,
+    record = _container_record(
+        deps,
+        definition,
+        handle.image_ref,
+        result.outcome,
+        result.message,
+        result.duration_ms,
+        result.stdout,
+        result.stderr,
     )
     finished = _finished_full(deps, run, record)
     return {"run": event["run"], "check": event["check"], **finished}
