@@ -32,7 +32,7 @@ class _OfflinePolicies(ManagedPolicyLoader):
     """Managed policy ARNs by name, without calling IAM."""
 
     def __init__(self) -> None:
-        pass
+        """No IAM client: the names below are all the template uses."""
 
     def load(self) -> dict[str, str]:
         names = ("AWSLambdaBasicExecutionRole", "AWSLambdaVPCAccessExecutionRole")

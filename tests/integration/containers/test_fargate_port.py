@@ -352,7 +352,7 @@ def test_a_task_that_merely_stopped_is_not_a_pass(
     handle = port.start(spec(link))
     state_manager.unset_transition("ecs::task")  # moto's own lifecycle: it stops by itself
     while port.poll(handle) == "running":
-        pass
+        time.sleep(0.01)
     result = port.collect(handle)
     assert result.outcome == "infrastructure-error"
 

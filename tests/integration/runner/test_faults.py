@@ -73,7 +73,7 @@ def test_a_killed_supervisor_leaves_an_infrastructure_error_that_never_attaches(
 
 
 class CrashBeforeAttach(Exception):
-    pass
+    """The process dies after publishing the record and before attaching it."""
 
 
 def test_a_crash_between_put_and_attach_leaves_the_record_unattached(
