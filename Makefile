@@ -10,11 +10,12 @@ FORKHORSE_HOME ?= .forkhorse-local
 FORKHORSE_PORT ?= 8787
 SYSTEM_PACKAGES := podman runc bubblewrap debootstrap busybox-static uidmap chromium git
 
-.PHONY: help setup system-deps run test check lint bench clean
+.PHONY: help setup system-deps run test test-hostile check lint bench clean
 
 help:
 	@echo "make run    - set up and start Forkhorse on 127.0.0.1:$(FORKHORSE_PORT) with a demo project"
 	@echo "make test   - set up and run the whole test suite"
+	@echo "make test-hostile - the hostile-agent suite alone (make test runs it too)"
 	@echo "make check  - lint, type-check, sam validate --lint, cfn-lint and sam build (never deploys)"
 	@echo "make bench  - benchmarks (ratios against bare baselines measured in the same run)"
 
@@ -41,6 +42,9 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -m "not bench"
+
+test-hostile: setup
+	$(PY) -m pytest tests/hostile -m "not bench"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

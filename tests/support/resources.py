@@ -1,0 +1,94 @@
+"""Measure what an attack costs the host: memory, shared memory, disk, processes.
+
+Read from /proc and statvfs so a hostile test asserts a ceiling on what was really spent,
+not on what the code under test claims. Ceilings that depend on the machine are asserted
+as growth over an idle baseline measured in the same test.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1])
+    return 0
+
+
+def rss_bytes(pid: int | None = None) -> int:
+    """Resident set size of a process (this one by default)."""
+    return _status_kib(pid or os.getpid(), "VmRSS") * 1024
+
+
+def meminfo_bytes(key: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def shmem_bytes() -> int:
+    """Host shared memory, which is where tmpfs pages live."""
+    return meminfo_bytes("Shmem")
+
+
+def used_disk_bytes(path: Path) -> int:
+    stats = os.statvfs(path)
+    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize
+
+
+def tree_bytes(path: Path) -> int:
+    """Allocated bytes under a directory (what it really takes on disk)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                continue
+    return total
+
+
+@dataclass
+class PeakSampler:
+    """Samples a reading on a thread and keeps its peak over the sampled interval."""
+
+    read: Callable[[], int]
+    interval: float = 0.01
+    baseline: int = 0
+    peak: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def growth(self) -> int:
+        return max(0, self.peak - self.baseline)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.read())
+            time.sleep(self.interval)
+
+
+@contextmanager
+def peak_of(read: Callable[[], int], interval: float = 0.01) -> Iterator[PeakSampler]:
+    """`with peak_of(rss_bytes) as sample:` ... then assert on `sample.growth`."""
+    sampler = PeakSampler(read, interval)
+    sampler.baseline = sampler.peak = read()
+    thread = threading.Thread(target=sampler._loop, daemon=True)
+    thread.start()
+    try:
+        yield sampler
+    finally:
+        sampler._stop.set()
+        thread.join()
+        sampler.peak = max(sampler.peak, read())
