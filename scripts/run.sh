@@ -7,6 +7,7 @@ HOME_DIR="${FORKHORSE_HOME:-.forkhorse-local}"
 PORT="${FORKHORSE_PORT:-8787}"
 FORKHORSE=".venv/bin/forkhorse"
 mkdir -p "$HOME_DIR"
+HOME_DIR="$(cd "$HOME_DIR" && pwd)"  # tools below need an absolute path
 echo "Forkhorse: state in $HOME_DIR, port $PORT"
 echo "Checking the local 'default' check image (built once from Debian packages)..."
 "$FORKHORSE" image --home "$HOME_DIR" build default --if-missing

@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _home(args: argparse.Namespace) -> Path:
     home: Path | None = args.home
-    return home or Path(os.environ.get("FORKHORSE_HOME", DEFAULT_HOME))
+    # debootstrap refuses a relative cache directory, and the cwd may change later.
+    return (home or Path(os.environ.get("FORKHORSE_HOME", DEFAULT_HOME))).resolve()
 
 
 def _build(args: argparse.Namespace) -> int:
