@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from forkhorse.api.local import LocalApp, build_local_app, ensure_owner_token
+from forkhorse.domain.limits import GIT
 from forkhorse.service import ServiceSettings
 from forkhorse.wiring.local import build_local_runtime
 
@@ -45,18 +46,29 @@ def _server_arguments(parser: argparse.ArgumentParser) -> None:
         help="TCP port (FORKHORSE_PORT; default 8787)",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (127.0.0.1)")
+    parser.add_argument(
+        "--public-url",
+        default=os.environ.get("FORKHORSE_PUBLIC_URL"),
+        help="the URL browsers and git use (FORKHORSE_PUBLIC_URL; default http://HOST:PORT);"
+        " the only origin the API accepts",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
     from waitress.server import create_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    home: Path = args.home.resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    url = f"http://{args.host}:{args.port}"
+    home = private_home(args.home.resolve())
+    url = (args.public_url or f"http://{args.host}:{args.port}").rstrip("/")
     app = open_local_app(home, url)
     token = ensure_owner_token(app.service, home)
-    server = create_server(app.http, host=args.host, port=args.port, threads=THREADS)
+    server = create_server(
+        app.http,
+        host=args.host,
+        port=args.port,
+        threads=THREADS,
+        max_request_body_size=GIT.request_bytes,  # the largest body any route accepts
+    )
     print(f"Forkhorse is listening on {url}", flush=True)
     print(f"  console:    {url}/", flush=True)
     print(f"  API docs:   {url}/docs", flush=True)
@@ -75,6 +87,14 @@ def _serve(args: argparse.Namespace) -> int:
         server.close()
         app.close()
     return 0
+
+
+def private_home(home: Path) -> Path:
+    """The home holds tokens and the database: only its owner may enter it, also when an
+    older version created it world-readable."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    home.chmod(0o700)
+    return home
 
 
 def open_local_app(home: Path, url: str) -> LocalApp:

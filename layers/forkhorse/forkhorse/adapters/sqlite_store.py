@@ -5,10 +5,11 @@ transaction, so SQLite serializes writers and each compare-and-set below is
 checked and applied under the same write lock.
 """
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -81,10 +82,23 @@ def _dump(model: BaseModel) -> str:
     return model.model_dump_json()
 
 
+def _private_database(state_dir: Path) -> Path:
+    """Only the owner may read the database (tokens' hashes, receipts): its directory is
+    0700 and the file 0600 from creation; SQLite gives -wal and -shm the database's mode.
+    Modes are reapplied at every start, for homes an older version created."""
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state_dir.chmod(0o700)
+    path = state_dir / DATABASE_NAME
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for name in (DATABASE_NAME, f"{DATABASE_NAME}-wal", f"{DATABASE_NAME}-shm"):
+        with suppress(FileNotFoundError):
+            (state_dir / name).chmod(0o600)
+    return path
+
+
 class SqliteStore:
     def __init__(self, state_dir: Path) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self.path = state_dir / DATABASE_NAME
+        self.path = _private_database(state_dir)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,10 @@ from forkhorse.domain.run import RunRef
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
+log = logging.getLogger(__name__)
+
 POLL_SECONDS = 1.0
+SUPERSEDED_CAUSE = "A newer execution of this review superseded this one."
 HISTORY_PAGE = 1000
 
 
@@ -40,6 +44,18 @@ class StepFunctionsOrchestrator:
             input=json.dumps({"run": run.model_dump(mode="json")}),
         )
         return started["executionArn"]
+
+    def cancel_run(self, run: RunRef) -> bool:
+        """StopExecution. Its Fargate task is destroyed by the sweeper (its execution is no
+        longer running), and the status rule finds the generation stale, so nothing attaches."""
+        try:
+            self._client.stop_execution(
+                executionArn=self.execution_arn(run), error="Superseded", cause=SUPERSEDED_CAUSE
+            )
+        except self._client.exceptions.ExecutionDoesNotExist:
+            log.info("superseded execution %s does not exist", run.generation)
+            return False
+        return True
 
     def wait(self, run: RunRef, timeout_seconds: float) -> bool:
         deadline = time.monotonic() + timeout_seconds

@@ -1,8 +1,9 @@
 """The API: a Powertools `APIGatewayHttpResolver` over the service's use cases.
 
 `ForkhorseApi.handle` takes an API Gateway HTTP API (v2) event, from Lambda or from the
-local WSGI server, runs the guards (same origin, JSON bodies, authentication) and routes.
-Every error is `{"error": "<sentence>"}`.
+local WSGI server, runs the guards (same origin, bounded well-formed JSON bodies,
+authentication) and routes. Every error is `{"error": "<sentence>"}`. Requests are routed
+concurrently: the resolver keeps each request's state per thread.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import threading
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.models import Server
@@ -31,6 +32,9 @@ from forkhorse.api.models import (
     RequestReview,
     Settings,
 )
+from forkhorse.api.resolver import ThreadLocalResolver
+from forkhorse.domain.limits import API_INPUT
+from forkhorse.domain.strict_json import parse_text
 from forkhorse.service import Service, ServiceError
 from forkhorse.service.identity import Caller
 
@@ -38,7 +42,6 @@ log = logging.getLogger(__name__)
 
 JSON = "application/json"
 TITLE = "Forkhorse"
-MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def _ok(description: str) -> OpenAPIResponse:
@@ -77,34 +80,32 @@ class ForkhorseApi:
     def __init__(self, service: Service, *, trust_authorizer: bool = False) -> None:
         self.service = service
         self._trust_authorizer = trust_authorizer
-        self.resolver = APIGatewayHttpResolver(enable_validation=True)
-        self._lock = threading.Lock()
-        self._deferred: str | None = None
+        self._public_origin = guards.origin_of(service.context.settings.public_url)
+        # The guard has already parsed the body strictly; the resolver parses it the same way.
+        self.resolver = ThreadLocalResolver(
+            enable_validation=True, json_body_deserializer=parse_text
+        )
+        self._promote = threading.local()  # the review a promote on this thread waits for
         self._register()
 
     # --- entry point ----------------------------------------------------------------
     def handle(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-        """One request. Powertools keeps the current event on a class attribute, so routing
-        is serialized; a promote's wait for its job happens after, outside the lock."""
+        """One request; a promote's wait for its job happens after routing."""
         static = self._console(event)
         if static is not None:
             return static
-        with self._lock:
-            self._deferred = None
-            try:
-                self._guard(event)
-            except ServiceError as refused:
-                return _plain(refused.status, refused.body())
-            response = self.resolver.resolve(event, context)
+        self._promote.review_id = None
+        try:
+            self._guard(event)
+        except ServiceError as refused:
             self.resolver.context.clear()
-            deferred = self._take_deferred()
+            return _plain(refused.status, refused.body())
+        response = self.resolver.resolve(event, context)
+        self.resolver.context.clear()
+        deferred, self._promote.review_id = self._promote.review_id, None
         if deferred is None or response.get("statusCode") != 202:
             return response
         return self._await_promote(deferred, response)
-
-    def _take_deferred(self) -> str | None:
-        deferred, self._deferred = self._deferred, None
-        return deferred
 
     def _await_promote(self, review_id: str, pending: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -134,14 +135,16 @@ class ForkhorseApi:
         }
 
     def _guard(self, event: dict[str, Any]) -> None:
-        guards.check_origin(event)
+        """Origin, media type and size first; the body is parsed only for a known caller,
+        so an anonymous request is refused the same way whatever its body holds."""
+        guards.check_origin(event, self._public_origin)
         path = str(event.get("rawPath", "/"))
         if path in guards.PUBLIC_PATHS:
             return
         guards.check_content_type(event)
-        if len((event.get("body") or "").encode("utf-8")) > MAX_BODY_BYTES:
-            raise _TooLarge(f"The body is larger than {MAX_BODY_BYTES} bytes.")
+        raw = guards.body_bytes(event, API_INPUT.body_bytes)
         caller = guards.authenticate(event, self.service.authenticate, self._trust_authorizer)
+        guards.check_json_body(event, raw, API_INPUT)
         self.resolver.context["caller"] = caller
 
     def caller(self) -> Caller:
@@ -254,11 +257,11 @@ class ForkhorseApi:
 
         @app.post(f"{review_path}/promote", responses=promote_responses)
         def promote(project_id: str, review_id: str, body: CommitBody) -> tuple[Any, int]:
-            # Answer at once; `handle` waits for the job outside the routing lock.
+            # Answer at once; `handle` waits for the job once routing is done.
             answer = service.promotions.promote(
                 self.caller(), project_id, review_id, body.commit, wait_seconds=0
             )
-            self._deferred = review_id
+            self._promote.review_id = review_id
             return answer.body, answer.status
 
         @app.get(f"{review_path}/promotion", responses=promote_responses)
@@ -286,10 +289,6 @@ class ForkhorseApi:
         @app.get(receipts_path, responses={200: _ok("Review receipts."), **_ERRORS})
         def list_review_receipts(project_id: str, review_id: str) -> dict[str, Any]:
             return service.reviews.list_review_receipts(self.caller(), project_id, review_id)
-
-
-class _TooLarge(ServiceError):
-    status = 413
 
 
 def _plain(status: int, body: dict[str, Any]) -> dict[str, Any]:

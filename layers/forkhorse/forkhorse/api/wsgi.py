@@ -7,6 +7,7 @@ included, is the API, exactly as on AWS.
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -14,7 +15,9 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
-from forkhorse.api.app import MAX_BODY_BYTES, ForkhorseApi
+from forkhorse.api.app import ForkhorseApi
+from forkhorse.domain.limits import API_INPUT
+from forkhorse.domain.strict_json import too_large
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 GIT_PREFIX = "/git/"
@@ -79,16 +82,24 @@ def _query(query: str) -> dict[str, str]:
     return dict(parse_qsl(query, keep_blank_values=True))
 
 
-def _read_body(environ: dict[str, Any]) -> bytes | None:
-    """The request body, or None when it exceeds the limit."""
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    if length > MAX_BODY_BYTES:
+def _read_body(environ: dict[str, Any], limit: int) -> bytes | None:
+    """The request body, or None when it exceeds `limit`. A declared length past the limit
+    is refused unread; without one (a chunked body the server terminates), at most one byte
+    past the limit is read."""
+    declared = _content_length(environ)
+    if declared is not None and declared > limit:
         return None
-    stream = environ["wsgi.input"]
-    return stream.read(length) if length > 0 else b""
+    if declared is None and not environ.get("wsgi.input_terminated"):
+        return b""  # no length and no end marker: reading could wait for ever
+    body: bytes = environ["wsgi.input"].read(limit + 1 if declared is None else declared)
+    return None if len(body) > limit else body
+
+
+def _content_length(environ: dict[str, Any]) -> int | None:
+    try:
+        return max(int(environ.get("CONTENT_LENGTH") or ""), 0)
+    except ValueError:
+        return None
 
 
 class LocalHttp:
@@ -104,9 +115,9 @@ class LocalHttp:
         path = environ.get("PATH_INFO", "")
         if path.startswith(GIT_PREFIX) and self._git is not None:
             return self._git(environ, start_response)
-        body = _read_body(environ)
+        body = _read_body(environ, API_INPUT.body_bytes)
         if body is None:
-            error = b'{"error": "The body is larger than the limit."}'
+            error = json.dumps({"error": str(too_large(API_INPUT.body_bytes))}).encode()
             return _send(start_response, 413, {"Content-Type": "application/json"}, error)
         response = self.api.handle(wsgi_event(environ, body))
         payload = response.get("body") or ""

@@ -13,22 +13,34 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 
 
+def format_bytes(size: int) -> str:
+    """A limit as a message names it: "1 GiB", "16 MiB", "320 KiB" or "100 bytes"."""
+    for unit, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} bytes"
+
+
 # --- HTTP API input ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class ApiInputLimits:
-    """What one API request body may be, checked before any handler sees it."""
+    """What one API request body may be, checked before any handler sees it
+    (`forkhorse.domain.strict_json`, called by the API's guard locally and on AWS)."""
 
-    body_bytes: int = 4 * MIB
-    json_depth: int = 64
-    json_number_digits: int = 100
-    json_string_chars: int = 4 * MIB
+    body_bytes: int = 4 * MIB  # 413 past this; the local server never reads more
+    json_depth: int = 64  # nested arrays and objects
+    json_number_chars: int = 100  # one number literal, sign and exponent included
 
 
 # --- Flow-Next receipts attached to a review ----------------------------------------------
 @dataclass(frozen=True)
 class ReviewReceiptLimits:
-    per_review: int = 200
-    receipt_bytes: int = 256 * KIB
+    """Per review, checked before a receipt is stored (`service/reviews.py`)."""
+
+    per_review: int = 100  # receipts attached to one review (409 past it)
+    receipt_bytes: int = 320 * KIB  # one canonical receipt: a full findings block fits
+    review_bytes: int = 4 * MIB  # all receipts of one review, canonical bytes (409)
+    cache_bytes: int = 64 * MIB  # receipts kept in memory per process, by digest (LRU)
 
 
 # --- git smart HTTP -----------------------------------------------------------------------
@@ -36,15 +48,15 @@ class ReviewReceiptLimits:
 class GitLimits:
     """Enforced while a pack streams in or out, so memory stays bounded by one object."""
 
-    request_bytes: int = 50 * MIB  # compressed bytes of one request body (local server)
-    lambda_request_bytes: int = 4 * MIB  # API Gateway and Lambda payload ceiling
+    request_bytes: int = 50 * MIB  # one request body, on the wire and decompressed (413)
+    lambda_request_bytes: int = 4 * MIB  # API Gateway and Lambda payload ceiling (413)
     object_bytes: int = 32 * MIB  # one inflated object
     push_inflated_bytes: int = 256 * MIB  # all inflated objects of one push
     push_objects: int = 100_000
     tree_entries: int = 10_000  # entries in one tree object
     delta_depth: int = 50
     ref_updates: int = 100  # ref updates in one push
-    clone_inflated_bytes: int = 1 * GIB  # one clone or fetch, counted as it is sent
+    clone_inflated_bytes: int = 1 * GIB  # objects of one clone or fetch, counted as sent
 
 
 # --- quick-check snapshot capability ------------------------------------------------------
@@ -61,41 +73,60 @@ class SnapshotLimits:
 # --- the full-check export (checkout copied for a container) ------------------------------
 @dataclass(frozen=True)
 class ExportLimits:
-    paths: int = 50_000
-    bytes: int = 512 * MIB
+    """Per full check. Every path written is counted, repeated subtrees included; the
+    export also stops at the check's own timeout."""
+
+    paths: int = 50_000  # files, directories, links and submodules
+    bytes: int = 512 * MIB  # file and link contents
+    path_levels: int = 256  # one open directory per level while writing
 
 
 # --- the quick sandbox (bubblewrap child) -------------------------------------------------
 @dataclass(frozen=True)
 class QuickSandboxLimits:
+    """Per quick check: rlimits set by the harness, mount sizes set by bubblewrap."""
+
     deadline_seconds: float = 10.0
     cpu_seconds: int = 10
-    address_space_bytes: int = 1 * GIB
-    file_size_bytes: int = 16 * MIB
-    tmpfs_bytes: int = 16 * MIB  # the only writable place; the root is read-only
-    processes: int = 1
-    open_files: int = 64
-    output_bytes: int = 1 * MIB
-    uid: int = 65534  # nobody: RLIMIT_NPROC binds a non-root uid
+    address_space_bytes: int = 1 * GIB  # RLIMIT_AS; tmpfs pages are bounded by tmpfs_bytes
+    file_size_bytes: int = 16 * MIB  # RLIMIT_FSIZE
+    tmpfs_bytes: int = 16 * MIB  # /tmp, the only writable place; the root is read-only
+    # RLIMIT_NPROC, counted per uid in the child's own user namespace: the interpreter and
+    # its threads (seccomp already refuses new processes). It binds because uid is not root.
+    processes: int = 8
+    open_files: int = 64  # RLIMIT_NOFILE
+    output_bytes: int = 1 * MIB  # stdout and stderr together
+    uid: int = 65534  # nobody, on the host too: RLIMIT_NPROC never binds root
 
 
 # --- full checks (podman locally, Fargate on AWS) -----------------------------------------
 @dataclass(frozen=True)
 class ContainerLimits:
-    memory: str = "1g"
+    """Per full check. /workspace and /tmp are tmpfs: their pages count against `memory`."""
+
+    memory_bytes: int = 1 * GIB  # RAM plus everything written to /workspace and /tmp
     pids: int = 256
     cpus: float = 1.0
-    tmp_size: str = "256m"
-    workspace_size: str = "1g"
+    tmp_bytes: int = 256 * MIB
+    workspace_bytes: int = 512 * MIB  # writable on top of the checkout's own size
+    inodes: int = 50_000  # new files in /tmp, and in /workspace on top of the checkout's
+    open_files: int = 1024  # RLIMIT_NOFILE
+    user_processes: int = 512  # RLIMIT_NPROC
 
 
 # --- the local run queue --------------------------------------------------------------------
 @dataclass(frozen=True)
 class QueueLimits:
-    workers: int = 2
-    running_per_project: int = 2
-    running_per_agent: int = 1
-    queued_per_agent: int = 20
+    """Review runs are admitted per project and per agent; before-promote runs skip the
+    queue and use reserved slots. Quick and full checks take slots of separate lanes."""
+
+    running_per_project: int = 2  # active review runs of one project
+    running_per_agent: int = 1  # active review runs of one agent, across projects
+    running_total: int = 16  # active review runs in all (one thread each)
+    queued_per_agent: int = 20  # waiting review runs of one agent; more are refused
+    quick_slots: int = 2  # quick checks at once (bubblewrap children)
+    full_slots: int = 2  # full checks at once (containers)
+    promote_slots: int = 1  # extra quick and full slots only before-promote runs may use
 
 
 API_INPUT = ApiInputLimits()

@@ -1,8 +1,9 @@
 """Check messages: project-authored text made safe to show.
 
-A message keeps at most 4 KiB of UTF-8, shows control and bidi characters as
-escapes (so they cannot reorder or hide text in a console), and loses any
-stack-shaped suffix (stacks leak paths and provider internals).
+A message keeps at most 4 KiB of UTF-8, shows control, bidi, zero-width, Unicode
+tag and byte-order-mark characters as escapes (so they cannot reorder, hide or
+smuggle text in a console), and loses any stack-shaped suffix (stacks leak paths
+and provider internals).
 """
 
 import re
@@ -20,6 +21,13 @@ _STACK_START = re.compile(
     re.MULTILINE,
 )
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Zero-width space, (non-)joiners and marks, word joiner, invisible operators, and the BOM.
+_INVISIBLE = frozenset(
+    [chr(code) for code in range(0x200B, 0x2010)]
+    + [chr(code) for code in range(0x2060, 0x2065)]
+    + ["\ufeff"]
+)
+_TAGS = range(0xE0000, 0xE0080)  # Unicode tag characters: invisible ASCII look-alikes
 _KEPT_CONTROLS = frozenset("\n\t")
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
@@ -32,11 +40,18 @@ def _strip_stack(text: str) -> str:
 def _needs_escape(char: str) -> bool:
     if char in _KEPT_CONTROLS:
         return False
-    return char in _BIDI or unicodedata.category(char) in _ESCAPED_CATEGORIES
+    if char in _BIDI or char in _INVISIBLE or ord(char) in _TAGS:
+        return True
+    return unicodedata.category(char) in _ESCAPED_CATEGORIES
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _escape(text: str) -> str:
-    return "".join(f"\\u{ord(c):04x}" if _needs_escape(c) else c for c in text)
+    return "".join(_escaped(c) if _needs_escape(c) else c for c in text)
 
 
 def _truncate_utf8(text: str, budget: int) -> str:
@@ -49,6 +64,7 @@ def _truncate_utf8(text: str, budget: int) -> str:
 
 
 def sanitize_message(text: str) -> str:
-    """At most 4 KiB of UTF-8, control/bidi characters escaped, stack suffix removed."""
+    """At most 4 KiB of UTF-8, control/bidi/invisible characters escaped, stack suffix
+    removed."""
     text = text.replace("\r\n", "\n")
     return _truncate_utf8(_escape(_strip_stack(text).rstrip()), MESSAGE_BUDGET_BYTES)

@@ -1,19 +1,26 @@
 """Snapshot capability rules: path validation, per-check budgets and the error vocabulary.
 
 Pure: no I/O. The snapshot reader adapter enforces these rules for `ctx.read`, `ctx.stat`
-and `ctx.list`; the quick-check runner owns one `SnapshotBudget` per check.
+and `ctx.list`; the quick-check runner owns one `SnapshotBudget` per check. A full check's
+export of the same snapshot is bounded by one `ExportBudget`. Both charge what is walked:
+a subtree reached twice is charged twice, so repeated subtrees (a tree bomb) cost what
+they expand to.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from typing import ClassVar, TypedDict
 
-MAX_PATH_LEVELS = 64
+from forkhorse.domain.limits import EXPORT, SNAPSHOT, ExportLimits
+
+MAX_PATH_LEVELS = SNAPSHOT.path_levels
 BINARY_SAMPLE_BYTES = 8 * 1024
-DEFAULT_MAX_BYTES = 2 * 1024 * 1024
-DEFAULT_MAX_LISTED_PATHS = 2_000
-DEFAULT_MAX_OPERATIONS = 10_000
+DEFAULT_MAX_BYTES = SNAPSHOT.read_bytes
+DEFAULT_MAX_LISTED_PATHS = SNAPSHOT.listed_paths
+DEFAULT_MAX_OPERATIONS = SNAPSHOT.operations
 
 # C0 controls and DEL, plus the C1 range that terminals also interpret.
 _CONTROL_CODEPOINTS = frozenset([*range(0x00, 0x20), *range(0x7F, 0xA0)])
@@ -38,6 +45,18 @@ class PathRejected(SnapshotError):
 
 class BudgetExceeded(SnapshotError):
     default_message = "The check exceeded its snapshot budget."
+
+
+class ExportLimitExceeded(SnapshotError):
+    """The checkout is larger than a full check may export: the check fails."""
+
+    default_message = "The checkout exceeds the export limits."
+
+
+class ExportTimedOut(SnapshotError):
+    """The export outlasted the check's own timeout: the check is timed-out."""
+
+    default_message = "The checkout could not be exported within the check's timeout."
 
 
 class SnapshotUnavailable(SnapshotError):
@@ -179,11 +198,24 @@ class SnapshotBudget:
         """Reserve listed paths; repeated listings count again."""
         with self._lock:
             self._reserve_locked(count)
-            if self._listed_paths + count > self.max_listed_paths:
-                raise BudgetExceeded(
-                    f"The check exceeded its budget of {self.max_listed_paths} listed paths."
-                )
+            self._check_listed_paths(count)
             self._listed_paths += count
+
+    def ensure_listed_paths(self, count: int) -> None:
+        """Raise as `reserve_listed_paths(count)` would, reserving nothing.
+
+        A listing checks this for every path it finds, so a walk stops at the first path
+        past the budget instead of building the whole list first.
+        """
+        with self._lock:
+            self._reserve_locked(count)
+            self._check_listed_paths(count)
+
+    def _check_listed_paths(self, count: int) -> None:
+        if self._listed_paths + count > self.max_listed_paths:
+            raise BudgetExceeded(
+                f"The check exceeded its budget of {self.max_listed_paths} listed paths."
+            )
 
     def reserve_operations(self, count: int) -> None:
         """Reserve fetched tree entries and file calls (one shared counter)."""
@@ -201,3 +233,46 @@ class SnapshotBudget:
             raise CapabilityRevoked()
         if count < 0:
             raise ValueError("A reservation cannot be negative.")
+
+
+class ExportBudget:
+    """One full check's export: every path written is charged, repeated subtrees included.
+
+    `deadline` is a `clock()` reading (monotonic seconds) after which the export stops;
+    it is checked before every entry, so an export never outlasts the check's timeout by
+    more than one entry.
+    """
+
+    def __init__(
+        self,
+        limits: ExportLimits = EXPORT,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = limits
+        self.deadline = deadline
+        self._clock = clock
+        self.paths = 0
+        self.bytes = 0
+
+    def charge_path(self, level: int) -> None:
+        """Charge one entry `level` levels deep (1 for the root's entries)."""
+        if self.deadline is not None and self._clock() >= self.deadline:
+            raise ExportTimedOut()
+        if level > self.limits.path_levels:
+            raise ExportLimitExceeded(
+                f"The checkout exceeds the export limit of {self.limits.path_levels} levels."
+            )
+        if self.paths + 1 > self.limits.paths:
+            raise ExportLimitExceeded(
+                f"The checkout exceeds the export limit of {self.limits.paths:,} paths."
+            )
+        self.paths += 1
+
+    def charge_bytes(self, count: int) -> None:
+        """Charge file or link content before it is materialized."""
+        if self.bytes + count > self.limits.bytes:
+            raise ExportLimitExceeded(
+                f"The checkout exceeds the export limit of {self.limits.bytes:,} bytes."
+            )
+        self.bytes += count

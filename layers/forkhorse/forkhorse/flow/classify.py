@@ -8,7 +8,8 @@ grouped by severity and split into introduced vs pre-existing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from forkhorse.flow.criteria import CRITERIA_RECEIPT_TYPE
@@ -29,6 +30,10 @@ _ITEM_SUMMARY_KEYS = (
     "priorFindingId",
     "anchor",
 )
+
+
+# The current-findings selection for a receipt's reviewKind and backend.
+Selector = Callable[[Mapping[str, Any], str, str], Selection]
 
 
 class SeverityGroup(TypedDict):
@@ -70,6 +75,34 @@ def classify_receipt(body: object, head_sha: str, lineage: Iterable[object] = ()
     (which a service must refuse with the rule and pointer) report `findings` as unsupported when
     they carry a findings field and absent otherwise. Never raises on JSON-like input.
     """
+
+    def select(receipt: Mapping[str, Any], review_kind: str, backend: str) -> Selection:
+        return select_current(
+            [*_others(receipt, lineage), receipt],
+            head_sha=head_sha,
+            review_kind=review_kind,
+            backend=backend,
+        )
+
+    return _classify(body, head_sha, select)
+
+
+def classify_lineage(receipts: Sequence[object], head_sha: str) -> list[Classification]:
+    """Classify each of one review's distinct receipts against all of them, as
+    `classify_receipt(r, head_sha, receipts)` would, but compute each (reviewKind, backend)
+    selection once for the whole set instead of once per receipt."""
+
+    @functools.cache
+    def shared(review_kind: str, backend: str) -> Selection:
+        return select_current(receipts, head_sha=head_sha, review_kind=review_kind, backend=backend)
+
+    return [
+        _classify(body, head_sha, lambda _, kind, backend: shared(kind, backend))
+        for body in receipts
+    ]
+
+
+def _classify(body: object, head_sha: str, select: Selector) -> Classification:
     validation = validate_receipt(body)
     receipt: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
     envelope = _envelope(receipt)
@@ -100,12 +133,7 @@ def classify_receipt(body: object, head_sha: str, lineage: Iterable[object] = ()
             tip=None,
             groups=[],
         )
-    selection = select_current(
-        [*_others(receipt, lineage), receipt],
-        head_sha=head_sha,
-        review_kind=container["reviewKind"],
-        backend=container["backend"],
-    )
+    selection = select(receipt, container["reviewKind"], container["backend"])
     status, reason = _status_for(container, head_sha, selection)
     unsupported = status == "unsupported"
     return Classification(

@@ -65,9 +65,16 @@ class Snapshot(Protocol):
 
     def reader(self, budget: SnapshotBudget) -> SnapshotReader: ...
 
-    def export_to(self, dest_dir: Path) -> None: ...
+    def export_to(self, dest_dir: Path, deadline: float | None = None) -> None:
+        """Write the exact tree under `ExportLimits`, by `deadline` (`time.monotonic`).
 
-    def export_tar(self, dest: IO[bytes]) -> None: ...
+        Raises ExportLimitExceeded or ExportTimedOut and leaves nothing behind.
+        """
+        ...
+
+    def export_tar(self, dest: IO[bytes], deadline: float | None = None) -> None:
+        """Stream the exact tree as a tar archive, bounded as `export_to`."""
+        ...
 
 
 class GitStore(Protocol):
@@ -108,8 +115,11 @@ class GitStore(Protocol):
 
     def open_snapshot(self, commit: str) -> Snapshot: ...
 
-    def publish_archive(self, commit: str) -> ArchiveLink:
-        """Store the exact tree's tar archive and return a link valid for 180 seconds."""
+    def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
+        """Store the exact tree's tar archive and return a link valid for 180 seconds.
+
+        The archive is bounded as `Snapshot.export_tar`; a refused one is not stored.
+        """
         ...
 
 

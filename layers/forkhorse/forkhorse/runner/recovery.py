@@ -1,6 +1,10 @@
-"""Recovery on AWS: runs whose Step Functions execution died become infrastructure errors.
+"""Recovery: runs whose execution died become infrastructure errors, and what they left goes.
 
-Two triggers call this: an EventBridge rule on the state machine's execution status
+Locally, the supervisor recovers at start: besides turning interrupted runs into
+infrastructure errors and destroying orphan containers, it removes the checkouts a killed
+run exported under `<home>/checkouts/` (`remove_stale_exports`).
+
+On AWS, two triggers call this: an EventBridge rule on the state machine's execution status
 changes, and a scheduled sweeper that catches anything the rule missed and destroys orphan
 tasks. Both are idempotent: finalizing applies only while that generation is current and
 still running, so it never touches a newer execution.
@@ -9,6 +13,8 @@ still running, so it never touches a newer execution.
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.run import RunRef
@@ -22,6 +28,7 @@ else:
 
 INTERRUPTED: tuple[ExecutionStatus, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
 SWEEP_PAGE = 100
+PARTIAL_EXPORT_PREFIX = ".export-"  # an export in progress, renamed into place when whole
 
 
 def finalize_interrupted(deps: RunnerDeps, execution_input: str) -> bool:
@@ -59,3 +66,20 @@ def sweep(deps: RunnerDeps, sfn: SFNClient, state_machine_arn: str) -> dict[str,
     live = frozenset(execution["name"] for execution in running["executions"])
     removed = deps.containers.cleanup_orphans(live)
     return {"finalized": finalized, "orphansRemoved": len(removed)}
+
+
+def remove_stale_exports(checkouts: Path, live: frozenset[str]) -> list[Path]:
+    """Remove exported checkouts (`<execution>/<tree>`) of executions not in `live`.
+
+    A partial export does not name its execution, so partials go only when nothing is live.
+    """
+    if not checkouts.is_dir():
+        return []
+    stale = [
+        entry
+        for entry in sorted(checkouts.iterdir())
+        if (not live if entry.name.startswith(PARTIAL_EXPORT_PREFIX) else entry.name not in live)
+    ]
+    for entry in stale:
+        shutil.rmtree(entry, ignore_errors=True)
+    return stale

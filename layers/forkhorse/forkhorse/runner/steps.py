@@ -9,8 +9,10 @@ in the Store: only digests go through the state machine, which keeps payloads sm
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +46,12 @@ from forkhorse.domain.run import (
     running_checks,
     skipped_full_check,
 )
-from forkhorse.domain.snapshot import SnapshotBudget, SnapshotError
+from forkhorse.domain.snapshot import (
+    ExportLimitExceeded,
+    ExportTimedOut,
+    SnapshotBudget,
+    SnapshotError,
+)
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.containers import (
     ContainerError,
@@ -62,6 +69,7 @@ log = logging.getLogger(__name__)
 CONFIG_CHECK_NAME = CHECKS_PATH
 UNREADABLE_CONFIG = f"{CHECKS_PATH} could not be read from the reviewed commit."
 SNAPSHOT_UNAVAILABLE = "The snapshot could not be opened."
+EXPORT_PREFIX = ".export-"  # a partial checkout under the checkouts directory
 FULL_POLL_SECONDS = 1  # Step Functions waits whole seconds
 LOCAL_POLL_SECONDS = 0.05
 
@@ -84,19 +92,29 @@ class RunnerDeps:
     containers: ContainerPort
     evidence: EvidenceDrop
     clock: Clock
-    # Full checks see the exact checkout: a host directory (podman) or an archive link (Fargate).
-    checkout_source: Callable[[Snapshot, str], Path | ArchiveLink]
+    # Full checks see the exact checkout: a host directory (podman) or an archive link
+    # (Fargate), made by (snapshot, execution, deadline); the deadline is a
+    # `time.monotonic` reading, the end of the check's own timeout.
+    checkout_source: Callable[[Snapshot, str, float], Path | ArchiveLink]
     poll_seconds: float = FULL_POLL_SECONDS
 
 
-def exported_checkout(workdir: Path) -> Callable[[Snapshot, str], Path]:
-    """A checkout source that exports the exact tree once per execution under `workdir`."""
+def exported_checkout(workdir: Path) -> Callable[[Snapshot, str, float], Path]:
+    """A checkout source that exports the exact tree once per execution under `workdir`.
 
-    def source(snapshot: Snapshot, execution: str) -> Path:
+    The export is bounded by `ExportLimits` and the deadline; a refused or interrupted
+    export removes its partial directory before the error goes on.
+    """
+
+    def source(snapshot: Snapshot, execution: str, deadline: float) -> Path:
         target = workdir / execution / snapshot.tree
         if not target.exists():
-            partial = Path(tempfile.mkdtemp(dir=workdir, prefix=".export-"))
-            snapshot.export_to(partial)
+            partial = Path(tempfile.mkdtemp(dir=workdir, prefix=EXPORT_PREFIX))
+            try:
+                snapshot.export_to(partial, deadline)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
             target.parent.mkdir(parents=True, exist_ok=True)
             partial.rename(target)
         return target
@@ -108,13 +126,13 @@ def discard_checkouts(workdir: Path, execution: str) -> None:
     shutil.rmtree(workdir / execution, ignore_errors=True)
 
 
-def published_archive(git: GitHost) -> Callable[[Snapshot, str], ArchiveLink]:
+def published_archive(git: GitHost) -> Callable[[Snapshot, str, float], ArchiveLink]:
     """A checkout source for AWS: a 180-second link to the exact tree's archive."""
 
-    def source(snapshot: Snapshot, execution: str) -> ArchiveLink:
+    def source(snapshot: Snapshot, execution: str, deadline: float) -> ArchiveLink:
         del execution
         project = snapshot_project(snapshot)
-        return git.store(project).publish_archive(snapshot.commit)
+        return git.store(project).publish_archive(snapshot.commit, deadline)
 
     return source
 
@@ -317,9 +335,11 @@ def full_start(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
     run = RunRef.model_validate(event["run"])
     definition = _full_definition(event)
     base = {"run": event["run"], "check": event["check"], "pollSeconds": deps.poll_seconds}
+    started = time.monotonic()
+    deadline = started + definition.timeout_seconds  # the export runs inside the timeout
     try:
         image_ref = deps.containers.preflight(definition.image)
-        source = deps.checkout_source(_open_snapshot(deps, run), run.generation)
+        source = deps.checkout_source(_open_snapshot(deps, run), run.generation, deadline)
         handle = deps.containers.start(
             ContainerSpec(
                 project=run.project_id,
@@ -328,14 +348,35 @@ def full_start(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
                 check=definition.name,
                 image_ref=image_ref,
                 run=definition.run,
-                timeout_seconds=definition.timeout_seconds,
+                timeout_seconds=_seconds_left(deadline),
                 source=source,
             )
         )
     except ContainerError as error:
         record = _container_record(deps, definition, "", "infrastructure-error", str(error), None)
         return {**base, **_finished_full(deps, run, record)}
+    except SnapshotError as refused:
+        record = _unexported_record(deps, definition, refused, started)
+        return {**base, **_finished_full(deps, run, record)}
     return {**base, "done": False, "handle": handle.model_dump(mode="json")}
+
+
+def _seconds_left(deadline: float) -> int:
+    """What remains of the check's timeout for the container, in whole seconds (at least 1)."""
+    return max(1, math.ceil(deadline - time.monotonic()))
+
+
+def _unexported_record(
+    deps: RunnerDeps, definition: FullCheckDef, error: SnapshotError, started: float
+) -> CheckRecord:
+    """No container started: the checkout was too large, too slow to export, or unsafe."""
+    elapsed = int((time.monotonic() - started) * 1000)
+    if isinstance(error, ExportTimedOut):
+        message = f"Timed out after {definition.timeout_seconds:g} s while exporting the checkout."
+        return _container_record(deps, definition, "", "timed-out", message, elapsed)
+    if isinstance(error, ExportLimitExceeded):
+        return _container_record(deps, definition, "", "failed", error.message, elapsed)
+    return _container_record(deps, definition, "", "infrastructure-error", error.message, None)
 
 
 def full_poll(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:

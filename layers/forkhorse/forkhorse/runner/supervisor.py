@@ -9,40 +9,46 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any
 
+from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.domain.model import InvalidatedExecution
+from forkhorse.domain.receipts import SummaryCheck, format_timestamp
 from forkhorse.domain.run import RunRef
+from forkhorse.ports.containers import ContainerHandle
 from forkhorse.runner import steps
 from forkhorse.runner.history import ExecutionHistory, read_history
+from forkhorse.runner.recovery import remove_stale_exports
+from forkhorse.runner.scheduler import Cancelled, FairScheduler, Job, QueueFull, Ticket
 
 log = logging.getLogger(__name__)
 
 Step = Callable[[steps.RunnerDeps, dict[str, Any]], dict[str, Any]]
+QUEUE_CHECK_NAME = "receipt queue"
+SUPERSEDED = "A newer execution of this review superseded this one."
 
 
 class LocalSupervisor:
-    """Runs receipt executions in the background and records their histories."""
+    """Runs receipt executions in the background, fairly, and records their histories."""
 
     def __init__(
         self,
         deps: steps.RunnerDeps,
         quick_deps: steps.QuickDeps,
         history_dir: Path,
-        workers: int = 2,
-        cleanup: Callable[[str], None] | None = None,
+        limits: QueueLimits = QUEUE,
+        checkouts: Path | None = None,
     ) -> None:
         self._deps = deps
         self._quick_deps = quick_deps
         self._history_dir = history_dir
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="receipt-run")
-        self._runs: dict[str, Future[dict[str, Any]]] = {}
+        self._scheduler = FairScheduler(limits)
+        self._runs: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
-        self._cleanup = cleanup
+        self._checkouts = checkouts
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -50,25 +56,48 @@ class LocalSupervisor:
         """After a restart: interrupted runs become infrastructure errors, orphans go."""
         invalidated = self._deps.store.invalidate_running(self._deps.clock.now())
         removed = self._deps.containers.cleanup_orphans(frozenset())
-        if invalidated or removed:
+        exports = self.remove_stale_exports()
+        if invalidated or removed or exports:
             log.warning(
-                "recovered %d interrupted runs, removed %d orphan containers",
+                "recovered %d interrupted runs, removed %d orphan containers, %d stale exports",
                 len(invalidated),
                 len(removed),
+                len(exports),
             )
         return invalidated
 
+    def remove_stale_exports(self) -> list[Path]:
+        """Checkouts exported for executions that are no longer running (a kill leaves them)."""
+        if self._checkouts is None:
+            return []
+        return remove_stale_exports(self._checkouts, self._scheduler.active_keys())
+
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        for job in self._scheduler.shutdown():
+            self._resolve(job.key, cancelled=True)
 
     # --- the Orchestrator port ----------------------------------------------------------
 
     def start_run(self, run: RunRef) -> str:
         with self._lock:
-            if run.generation in self._runs:
+            if run.generation in self._runs or self._history_path(run.generation).exists():
                 raise ValueError("this generation has already started")
-            self._runs[run.generation] = self._executor.submit(self._execute, run)
+            self._runs[run.generation] = Future()
+        job = Job(run.generation, run.project_id, self._agent_of(run), _is_priority(run))
+        try:
+            self._scheduler.submit(job, lambda ticket: self._execute(run, ticket))
+        except QueueFull as full:
+            self._refuse(run, str(full))
         return run.generation
+
+    def cancel_run(self, run: RunRef) -> bool:
+        """Stop a superseded execution: a queued one never starts; a running one stops at
+        its next step and its container is destroyed."""
+        cancelled = self._scheduler.cancel(run.generation)
+        if cancelled == "queued":
+            self._history(run.generation).add("ExecutionAborted", **_aborted())
+            self._resolve(run.generation)
+        return cancelled is not None
 
     def wait(self, run: RunRef, timeout_seconds: float) -> bool:
         with self._lock:
@@ -79,6 +108,8 @@ class LocalSupervisor:
             future.result(timeout=timeout_seconds)
         except TimeoutError:
             return False
+        except CancelledError:
+            return True
         return True
 
     def history(self, run: RunRef) -> list[dict[str, Any]]:
@@ -89,23 +120,82 @@ class LocalSupervisor:
     def _history_path(self, generation: str) -> Path:
         return self._history_dir / f"{generation}.json"
 
-    def _execute(self, run: RunRef) -> dict[str, Any]:
-        history = ExecutionHistory(self._history_path(run.generation), self._deps.clock)
+    def _history(self, generation: str) -> ExecutionHistory:
+        return ExecutionHistory(self._history_path(generation), self._deps.clock)
+
+    def _agent_of(self, run: RunRef) -> str:
+        review = self._deps.store.get_review(run.review_id)
+        return "" if review is None else review.agent_id
+
+    def _resolve(self, generation: str, cancelled: bool = False) -> None:
+        """The run ended (or will never start): release its waiters and forget it."""
+        with self._lock:
+            future = self._runs.pop(generation, None)
+        if future is None:
+            return
+        if cancelled:
+            future.cancel()
+        else:
+            future.set_result(None)
+
+    def _refuse(self, run: RunRef, message: str) -> None:
+        """A run the queue refused ends at once as an infrastructure error that says why."""
+        history = self._history(run.generation)
+        history.add("ExecutionFailed", executionFailedEventDetails={"error": "QueueFull"})
+        review = self._deps.store.get_review(run.review_id)
+        execution = None if review is None else review.execution
+        if execution is not None and execution.generation == run.generation:
+            row = SummaryCheck(
+                name=QUEUE_CHECK_NAME,
+                tier="quick",
+                message=message,
+                outcome="infrastructure-error",
+                duration_ms=None,
+            )
+            refused = execution.summary.model_copy(
+                update={
+                    "status": "infrastructure-error",
+                    "finished_at": format_timestamp(self._deps.clock.now()),
+                    "duration_ms": 0,
+                    "checks": [row],
+                }
+            )
+            self._deps.store.update_summary(run.review_id, run.generation, refused)
+        self._resolve(run.generation)
+
+    def _execute(self, run: RunRef, ticket: Ticket) -> None:
+        try:
+            self._run_to_end(run, ticket)
+        finally:
+            if self._checkouts is not None:
+                steps.discard_checkouts(self._checkouts, run.generation)
+            self._resolve(run.generation)
+
+    def _run_to_end(self, run: RunRef, ticket: Ticket) -> None:
+        history = self._history(run.generation)
         state: dict[str, Any] = {"run": run.model_dump(mode="json")}
         history.add("ExecutionStarted", executionStartedEventDetails={"input": str(state)})
         try:
-            output = _Execution(self._deps, self._quick_deps, history, state).run()
+            output = _Execution(self._deps, self._quick_deps, history, state, ticket).run()
+        except Cancelled:
+            log.info("receipt run %s was superseded and stopped", run.generation)
+            history.add("ExecutionAborted", **_aborted())
+            return
         except Exception:
             log.exception("receipt run %s failed on infrastructure", run.generation)
             error_input = {"run": state["run"], "infrastructureError": True}
             output = _task(
                 self._deps, history, "FinalizeInfrastructureError", steps.finalize, error_input
             )
-        finally:
-            if self._cleanup is not None:
-                self._cleanup(run.generation)
         history.add("ExecutionSucceeded", executionSucceededEventDetails={"output": str(output)})
-        return output
+
+
+def _is_priority(run: RunRef) -> bool:
+    return run.trigger == "before-promote"
+
+
+def _aborted() -> dict[str, Any]:
+    return {"executionAbortedEventDetails": {"error": "Superseded", "cause": SUPERSEDED}}
 
 
 def _task(
@@ -126,11 +216,13 @@ class _Execution:
         quick_deps: steps.QuickDeps,
         history: ExecutionHistory,
         state: dict[str, Any],
+        ticket: Ticket,
     ) -> None:
         self._deps = deps
         self._quick_deps = quick_deps
         self._history = history
         self._state = state
+        self._ticket = ticket
 
     def run(self) -> dict[str, Any]:
         state = self._state
@@ -140,6 +232,7 @@ class _Execution:
         return self._task("Finalize", steps.finalize, state)
 
     def _task(self, name: str, step: Step, state: dict[str, Any]) -> dict[str, Any]:
+        self._ticket.check()  # a superseded run stops between steps
         return _task(self._deps, self._history, name, step, state)
 
     def _checks(self) -> None:
@@ -179,15 +272,25 @@ class _Execution:
         return results
 
     def _quick(self, item: dict[str, Any]) -> dict[str, Any]:
-        self._history.entered("Task", "QuickCheck", item)
-        dropped = steps.quick(self._quick_deps, item)
-        self._history.exited("Task", "QuickCheck", dropped)
+        with self._ticket.slot("quick"):
+            self._ticket.check()
+            self._history.entered("Task", "QuickCheck", item)
+            dropped = steps.quick(self._quick_deps, item)
+            self._history.exited("Task", "QuickCheck", dropped)
         return self._task("QuickRecord", steps.quick_record, dropped)
 
     def _full(self, item: dict[str, Any]) -> dict[str, Any]:
-        name = item["check"]["name"]
-        state = self._task("FullStart", steps.full_start, item)
-        while not state["done"]:
-            time.sleep(state["pollSeconds"])
-            state = self._task("FullPoll", steps.full_poll, state)
-        return {"name": name, "outcome": state["outcome"], "result": state["result"]}
+        with self._ticket.slot("full"):
+            state = self._task("FullStart", steps.full_start, item)
+            try:
+                while not state["done"]:
+                    self._ticket.pause(state["pollSeconds"])
+                    state = self._task("FullPoll", steps.full_poll, state)
+            except Cancelled:
+                self._deps.containers.destroy(ContainerHandle.model_validate(state["handle"]))
+                raise
+        return {
+            "name": item["check"]["name"],
+            "outcome": state["outcome"],
+            "result": state["result"],
+        }

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from forkhorse.domain.model import Fork, Project, Review
+from forkhorse.domain.snapshot import SnapshotUnavailable
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost, GitStore
 from forkhorse.ports.orchestrator import Orchestrator
@@ -110,6 +111,9 @@ class Context:
     def require_fast_forward(self, project_id: str, commit: str) -> str | None:
         """Canonical's head, if `commit` fast-forwards it (an empty canonical takes anything)."""
         head = self.repos(project_id).head()
-        if head is not None and not self.repos(project_id).is_ancestor(head, commit):
-            raise Conflict(f"Commit {commit} does not fast-forward canonical ({head}).")
+        try:
+            if head is not None and not self.repos(project_id).is_ancestor(head, commit):
+                raise Conflict(f"Commit {commit} does not fast-forward canonical ({head}).")
+        except SnapshotUnavailable as not_commit:
+            raise Conflict(f"{commit} is not a commit (a tag or another object).") from not_commit
         return head

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import re
 
-from forkhorse.domain.model import Claim, Fork, Packet, Principal, Project, ProjectSettings
+from forkhorse.domain.model import (
+    Claim,
+    Fork,
+    Packet,
+    Principal,
+    Project,
+    ProjectSettings,
+    Review,
+)
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
 from forkhorse.service.identity import Caller, new_id, new_token, token_hash
@@ -26,6 +34,10 @@ _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
 def _slug(name: str, fallback: str) -> str:
     slug = _SLUG_JUNK.sub("-", name.lower()).strip("-")[:40].strip("-")
     return slug or fallback
+
+
+def _may_see_review(caller: Caller, review: Review, published: set[str]) -> bool:
+    return caller.is_owner or review.agent_id == caller.id or review.commit in published
 
 
 class Projects:
@@ -91,6 +103,9 @@ class Projects:
         return {"settings": settings.model_dump(mode="json")}
 
     def state(self, caller: Caller, project_id: str) -> Json:
+        """The project as the caller may see it: an agent sees canonical, its own forks and
+        reviews, and other agents' reviews only once their commit is on canonical (a fork
+        head nobody promoted is that agent's unpublished work)."""
         project = self._c.visible_project(caller, project_id, "read project state")
         store, base = self._c.store, self._c.settings.public_url
         repos = self._c.repos(project.id)
@@ -101,15 +116,19 @@ class Projects:
         for packet in store.list_packets(project.id):
             claim = store.live_claim(packet.id, now)
             packets.append({**packet_json(packet), "claim": claim and claim_json(claim)})
+        published = {entry.commit for entry in ledger}
         return {
             "project": self._project_json(project),
             "forks": [
-                fork_json(fork, repos.head(fork.id), base) for fork in store.list_forks(project.id)
+                fork_json(fork, repos.head(fork.id), base)
+                for fork in store.list_forks(project.id)
+                if caller.is_owner or fork.owner_agent_id == caller.id
             ],
             "packets": packets,
             "reviews": [
                 review_json(review, promoted.get(review.id))
                 for review in store.list_reviews(project.id)
+                if _may_see_review(caller, review, published)
             ],
             "ledger": [ledger_json(entry) for entry in ledger],
         }

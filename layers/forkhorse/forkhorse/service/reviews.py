@@ -8,15 +8,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from forkhorse import records
-from forkhorse.domain.canonical import RecordCorruptedError
+from forkhorse.domain.canonical import RecordCorruptedError, canonical_bytes, digest_of
+from forkhorse.domain.limits import REVIEW_RECEIPTS
 from forkhorse.domain.model import Execution, Review
 from forkhorse.domain.receipts import Trigger, running_summary
 from forkhorse.domain.run import RunRef
-from forkhorse.flow.classify import classify_receipt
+from forkhorse.domain.snapshot import SnapshotUnavailable
+from forkhorse.flow.classify import classify_lineage, classify_receipt
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service.context import Context
 from forkhorse.service.errors import BadRequest, Conflict, Forbidden, NotFound
 from forkhorse.service.identity import Caller
+from forkhorse.service.review_receipts import ReviewReceipts
 from forkhorse.service.views import Json, review_json
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,7 @@ def start_run(context: Context, review: Review, commit: str, trigger: Trigger) -
 class Reviews:
     def __init__(self, context: Context) -> None:
         self._c = context
+        self._receipts = ReviewReceipts(context.store, REVIEW_RECEIPTS)
 
     def request(
         self,
@@ -66,6 +70,7 @@ class Reviews:
         head = self._c.repos(project.id).head(fork.id)
         if head != commit:
             raise Conflict(f"The commit is not the fork's current head ({head}).")
+        self._require_commit(project.id, commit)
         generation = str(uuid.uuid4())
         now = self._c.clock.now()
         summary = running_summary("review-created", now)
@@ -94,6 +99,21 @@ class Reviews:
             )
         )
         return {"review": review_json(review, None)}
+
+    def _require_commit(self, project_id: str, sha: str) -> None:
+        """A fork head that names a tag, tree or blob cannot be reviewed or promoted."""
+        if not self._is_commit(project_id, sha):
+            raise Conflict(
+                f"The fork's head {sha} is not a commit (a tag or another object); "
+                "point the branch at a commit and request the review again."
+            )
+
+    def _is_commit(self, project_id: str, sha: str) -> bool:
+        try:
+            self._c.repos(project_id).read_commit(sha)
+        except SnapshotUnavailable:
+            return False
+        return True
 
     def receipt(self, caller: Caller, project_id: str, review_id: str) -> Json:
         """The attached record with its bounded logs; never accepts receipt input."""
@@ -127,6 +147,8 @@ class Reviews:
         return moved
 
     def _follow(self, review: Review, new: str) -> bool:
+        if not self._is_commit(review.project_id, new):
+            return False  # a branch moved to a tag or another object is never reviewed
         claim = self._c.store.live_claim(review.packet_id, self._c.clock.now())
         if claim is None or claim.agent_id != review.agent_id:
             return False
@@ -134,6 +156,7 @@ class Reviews:
         summary = running_summary("review-created", self._c.clock.now())
         if not self._c.store.retarget_review(review.id, review.commit, new, generation, summary):
             return False  # another push moved it first
+        self._cancel_superseded(review)
         run = RunRef(
             project_id=review.project_id,
             review_id=review.id,
@@ -145,6 +168,21 @@ class Reviews:
         log.info("review %s follows its fork to %s", review.id, new)
         return True
 
+    def _cancel_superseded(self, review: Review) -> None:
+        """The review moved on: its previous run can never attach, so stop spending on it."""
+        previous = review.execution
+        if previous is None or not previous.is_running:
+            return
+        self._c.orchestrator.cancel_run(
+            RunRef(
+                project_id=review.project_id,
+                review_id=review.id,
+                generation=previous.generation,
+                trigger=previous.trigger,
+                commit=previous.commit,
+            )
+        )
+
     # --- Flow-Next review receipts ------------------------------------------------------
     def add_review_receipt(
         self, caller: Caller, project_id: str, review_id: str, body: dict[str, Any]
@@ -153,37 +191,34 @@ class Reviews:
         review = self._c.project_review(project, review_id)
         if review.agent_id != caller.id:
             raise Forbidden("Only the agent that requested the review may attach receipts.")
-        lineage = [receipt for _, receipt in self._stored_receipts(review.id)]
-        classification = classify_receipt(body, review.commit, lineage)
-        if not classification["valid"]:
-            raise BadRequest(
-                f"The review receipt is invalid: {classification['message']}",
-                reasons=[f"{classification['rule']} at {classification['pointer'] or '/'}"],
-            )
-        digest = records.put_json(self._c.store, body)
-        self._c.store.put_review_receipt(review.id, digest)
+        encoded = canonical_bytes(body)
+        digest = digest_of(encoded)
+        with self._receipts.attaching(review.id):
+            lineage = self._receipts.lineage(review.id)
+            if digest not in lineage.digests:  # attaching the same receipt again is free
+                self._receipts.check_room(lineage, len(encoded))
+            classification = classify_receipt(body, review.commit, lineage.values)
+            if not classification["valid"]:
+                raise BadRequest(
+                    f"The review receipt is invalid: {classification['message']}",
+                    reasons=[f"{classification['rule']} at {classification['pointer'] or '/'}"],
+                )
+            records.put_json(self._c.store, body)
+            self._c.store.put_review_receipt(review.id, digest)
+            self._receipts.remember(digest, body, len(encoded))
         return {"digest": digest, "classification": classification}
 
     def list_review_receipts(self, caller: Caller, project_id: str, review_id: str) -> Json:
         project = self._c.visible_project(caller, project_id, "read review receipts")
         review = self._c.project_review(project, review_id)
-        stored = self._stored_receipts(review.id)
-        lineage = [receipt for _, receipt in stored]
-        return {
+        lineage = self._receipts.lineage(review.id)
+        classifications = classify_lineage(lineage.values, review.commit)
+        listing: Json = {
             "receipts": [
-                {
-                    "digest": digest,
-                    "receipt": receipt,
-                    "classification": classify_receipt(receipt, review.commit, lineage),
-                }
-                for digest, receipt in stored
+                {"digest": stored.digest, "receipt": stored.value, "classification": classified}
+                for stored, classified in zip(lineage.readable, classifications, strict=True)
             ]
         }
-
-    def _stored_receipts(self, review_id: str) -> list[tuple[str, Any]]:
-        stored = []
-        for digest in self._c.store.list_review_receipts(review_id):
-            value = records.get_json(self._c.store, digest)
-            if value is not None:
-                stored.append((digest, value))
-        return stored
+        if lineage.unreadable:  # flagged, never a failed listing
+            listing["unreadable"] = list(lineage.unreadable)
+        return listing

@@ -6,7 +6,9 @@ All state lives under one home directory. `forkhorse serve` and the tests build 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from forkhorse.adapters.containers.images import ImageRegistry
@@ -16,6 +18,7 @@ from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
 from forkhorse.ports.sandbox import QuickSandbox
@@ -23,13 +26,24 @@ from forkhorse.runner.steps import (
     LOCAL_POLL_SECONDS,
     QuickDeps,
     RunnerDeps,
-    discard_checkouts,
     exported_checkout,
 )
 from forkhorse.runner.supervisor import LocalSupervisor
 
 CHECKOUTS_DIR = "checkouts"
 HISTORY_DIR = "history"
+QUEUE_ENV_PREFIX = "FORKHORSE_QUEUE_"
+
+
+def queue_limits(environ: Mapping[str, str]) -> QueueLimits:
+    """The run queue's limits, each overridable for `forkhorse serve` by an environment
+    variable named after it, e.g. FORKHORSE_QUEUE_RUNNING_PER_PROJECT=4."""
+    overrides = {
+        limit.name: int(environ[variable])
+        for limit in fields(QueueLimits)
+        if (variable := QUEUE_ENV_PREFIX + limit.name.upper()) in environ
+    }
+    return replace(QUEUE, **overrides)
 
 
 @dataclass
@@ -55,10 +69,11 @@ def build_local_runtime(
     sandbox: QuickSandbox | None = None,
     containers: ContainerPort | None = None,
     images: ImageRegistry | None = None,
-    workers: int = 2,
+    queue: QueueLimits | None = None,
 ) -> LocalRuntime:
     """Wire local mode under `home`. Recover before accepting work: interrupted runs
-    become infrastructure errors and orphan containers are destroyed."""
+    become infrastructure errors, orphan containers and stale exports are removed.
+    `queue` defaults to QueueLimits with the environment's overrides (`queue_limits`)."""
     home.mkdir(parents=True, exist_ok=True)
     checkouts = home / CHECKOUTS_DIR
     checkouts.mkdir(exist_ok=True)
@@ -80,8 +95,8 @@ def build_local_runtime(
         deps,
         quick_deps,
         home / HISTORY_DIR,
-        workers=workers,
-        cleanup=lambda execution: discard_checkouts(checkouts, execution),
+        limits=queue or queue_limits(os.environ),
+        checkouts=checkouts,
     )
     supervisor.recover()
     return LocalRuntime(

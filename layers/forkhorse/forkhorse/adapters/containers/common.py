@@ -88,8 +88,11 @@ def result_for(
     stderr: BoundedLog,
     timeout_seconds: float,
     broken: str | None = None,
+    limit: str | None = None,
 ) -> ContainerResult:
-    """Only an exit code of exactly 0, read explicitly, without a timeout, is a pass."""
+    """Only an exit code of exactly 0, read explicitly, without a timeout, is a pass.
+
+    `limit` names the limit a failing check hit; it replaces the exit-code message."""
     outcome: FinalOutcome
     if timed_out:
         outcome, message = "timed-out", f"Timed out after {timeout_seconds:g} s."
@@ -99,7 +102,10 @@ def result_for(
     elif exit_code == 0:
         outcome, message = "passed", "Exited with code 0."
     else:
-        outcome, message = "failed", f"Exited with code {exit_code}."
+        outcome = "failed"
+        message = f"Exited with code {exit_code}."
+        if limit:
+            message = f"{limit} {message}"
     return ContainerResult(
         exit_code=exit_code,
         stdout=stdout,

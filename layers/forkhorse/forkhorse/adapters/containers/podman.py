@@ -1,6 +1,10 @@
 """The local ContainerPort: podman with runc, no network, a read-only root, and a writable
 per-run copy of the exact checkout at /workspace.
 
+Limits (forkhorse.domain.limits.CONTAINER): memory, CPUs, pids and rlimits; /workspace and
+/tmp are sized tmpfs mounts whose pages count against the memory limit, so a check never
+writes to the host's disk; a seccomp profile refuses every new namespace (no user namespaces).
+
 `podman create` (atomic on the unique name) then `podman start --attach` with the
 passthrough log driver: the container's stdout and stderr are our pipes, bounded as they are
 read, so nothing unbounded lands on disk or in memory. Exit codes come from `podman inspect`.
@@ -10,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import threading
@@ -31,7 +34,14 @@ from forkhorse.adapters.containers.common import (
 )
 from forkhorse.adapters.containers.images import CHECK_UID, ImageRegistry
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
+from forkhorse.adapters.containers.seccomp_profile import write_check_profile
 from forkhorse.adapters.containers.streams import drain_in_background
+from forkhorse.adapters.containers.workspace import (
+    create_workspace,
+    remove_workspace,
+    workspace_is_full,
+)
+from forkhorse.domain.limits import CONTAINER, ContainerLimits, format_bytes
 from forkhorse.domain.logs import LogSample
 from forkhorse.domain.receipts import Evidence
 from forkhorse.ports.containers import (
@@ -47,15 +57,29 @@ from forkhorse.ports.containers import (
 )
 
 RUNS_DIR = "runs"
+SECCOMP_PROFILE = "seccomp.json"
 _LOG_DRAIN_SECONDS = 10
+_SIGKILL_EXIT = 128 + 9
+# What a check that ran out of space prints (coreutils, busybox and most runtimes alike).
+_NO_SPACE = "No space left on device"
+
+# The limits live in forkhorse.domain.limits; the old name stays importable.
+PodmanLimits = ContainerLimits
 
 
-@dataclass(frozen=True)
-class PodmanLimits:
-    memory: str = "1g"
-    pids: int = 256
-    cpus: float = 1.0
-    tmp_size: str = "256m"
+def memory_limit_message(limits: ContainerLimits) -> str:
+    return (
+        f"The check exceeded its memory limit of {format_bytes(limits.memory_bytes)} "
+        "(its processes plus the files it wrote to /workspace and /tmp)."
+    )
+
+
+def space_limit_message(limits: ContainerLimits) -> str:
+    return (
+        "The check ran out of workspace space "
+        f"({format_bytes(limits.workspace_bytes)} on top of its checkout in /workspace, "
+        f"{format_bytes(limits.tmp_bytes)} in /tmp)."
+    )
 
 
 @dataclass
@@ -77,13 +101,14 @@ class PodmanContainerPort:
         state_dir: Path,
         images: ImageRegistry | None = None,
         podman: Podman | None = None,
-        limits: PodmanLimits | None = None,
+        limits: ContainerLimits | None = None,
     ) -> None:
         self._runs_dir = state_dir / RUNS_DIR
         self.deployment = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:16]
         self._images = images or ImageRegistry(state_dir)
         self._podman = podman or Podman()
-        self._limits = limits or PodmanLimits()
+        self._limits = limits or CONTAINER
+        self._seccomp_profile = state_dir / SECCOMP_PROFILE
         self._attempts = Attempts()
         self._lock = threading.Lock()
         self._live: dict[str, _Run] = {}
@@ -108,7 +133,7 @@ class PodmanContainerPort:
         workspace = self._copy_checkout(spec.source, name)
         created = self._podman.run(*self._create_args(spec, name, workspace))
         if created.returncode != 0:
-            shutil.rmtree(workspace.parent, ignore_errors=True)
+            self._remove_run_dir(name)
             if b"already in use" in created.stderr:
                 raise ContainerRefused()
             raise ContainerStartFailed()
@@ -141,15 +166,26 @@ class PodmanContainerPort:
             raise ContainerRefused()
 
     def _copy_checkout(self, checkout: Path, name: str) -> Path:
-        """A writable copy per run: the check may change /workspace, never the checkout."""
+        """A writable copy per run, on its own sized tmpfs: the check may change /workspace,
+        never the checkout, and never write more than its workspace allowance."""
         run_dir = self._runs_dir / name
         if run_dir.exists():
             raise ContainerRefused()
         run_dir.mkdir(parents=True, mode=0o700)
         workspace = run_dir / "workspace"
-        shutil.copytree(checkout, workspace, symlinks=True)
-        _chown_tree(workspace, CHECK_UID)
+        try:
+            self._write_seccomp_profile()
+            create_workspace(checkout, workspace, CHECK_UID, self._limits)
+        except OSError as error:
+            self._remove_run_dir(name)
+            raise ContainerStartFailed("The check's workspace could not be prepared.") from error
         return workspace
+
+    def _write_seccomp_profile(self) -> None:
+        """Generated from podman's default once per port; podman reads it at `create`."""
+        with self._lock:
+            if not self._seccomp_profile.exists():
+                write_check_profile(self._seccomp_profile)
 
     def _create_args(self, spec: ContainerSpec, name: str, workspace: Path) -> list[str]:
         limits = self._limits
@@ -166,15 +202,17 @@ class PodmanContainerPort:
             "--network", "none",
             "--read-only",
             "--read-only-tmpfs=false",
-            "--tmpfs", f"/tmp:rw,nosuid,nodev,size={limits.tmp_size},mode=1777",  # noqa: S108
+            "--tmpfs",
+            f"/tmp:rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",  # noqa: S108
             "--volume", f"{workspace}:/workspace:rw",
             "--workdir", "/workspace",
             "--user", f"{CHECK_UID}:{CHECK_UID}",
             "--cap-drop", "all",
             "--security-opt", "no-new-privileges",
+            "--security-opt", f"seccomp={self._seccomp_profile}",
             "--pids-limit", str(limits.pids),
-            "--memory", limits.memory,
-            "--memory-swap", limits.memory,
+            "--memory", str(limits.memory_bytes),
+            "--memory-swap", str(limits.memory_bytes),
             "--cpus", str(limits.cpus),
             "--hostname", "check",
             "--log-driver", "passthrough",
@@ -233,6 +271,7 @@ class PodmanContainerPort:
         ended_at = run.ended_at or time.time()
         exit_code, broken = self._exit_code(handle)
         return result_for(
+            limit=self._limit_hit(handle, run, exit_code),
             exit_code=exit_code,
             timed_out=run.timed_out,
             duration_ms=round((ended_at - handle.started_at) * 1000),
@@ -250,9 +289,25 @@ class PodmanContainerPort:
         state = json.loads(inspected.stdout)[0]["State"]
         if state.get("Status") != "exited":
             return None, "The container did not exit."
-        if state.get("OOMKilled"):
-            return int(state["ExitCode"]), "The container ran out of memory."
         return int(state["ExitCode"]), None
+
+    def _limit_hit(self, handle: ContainerHandle, run: _Run, exit_code: int | None) -> str | None:
+        """The limit a failing check ran into, as far as the host can tell.
+
+        Memory: the kernel's OOM killer sends SIGKILL (podman's OOMKilled stays false on
+        these cgroup v1 hosts), and Forkhorse itself kills only at the deadline, so exit code
+        137 without a timeout is read as the memory limit. Space: the workspace tmpfs is full
+        when read from the host, or the check's own error output says ENOSPC (as for /tmp,
+        which lives and dies inside the container); a check can only mislabel its own failure.
+        """
+        if run.timed_out or exit_code in (None, 0):
+            return None
+        if exit_code == _SIGKILL_EXIT:
+            return memory_limit_message(self._limits)
+        workspace = self._runs_dir / container_name(handle.execution, handle.check) / "workspace"
+        if workspace_is_full(workspace) or _NO_SPACE in run.stderr.bounded().text:
+            return space_limit_message(self._limits)
+        return None
 
     def _run_of(self, handle: ContainerHandle) -> _Run:
         self._attempts.require_live(handle)
@@ -282,6 +337,7 @@ class PodmanContainerPort:
 
     def _remove_run_dir(self, name: str) -> None:
         run_dir = self._runs_dir / name
+        remove_workspace(run_dir / "workspace")
         shutil.rmtree(run_dir, ignore_errors=True)
         if run_dir.exists():
             raise CleanupUnconfirmed()
@@ -310,9 +366,3 @@ class PodmanContainerPort:
         listed = self._podman.output("ps", "--all", "--format", "json", *filter_flags)
         containers: list[dict[str, Any]] = json.loads(listed or "[]")
         return containers
-
-
-def _chown_tree(root: Path, uid: int) -> None:
-    """The check runs as an unprivileged user that must be able to write its copy."""
-    for path in (root, *root.rglob("*")):
-        os.lchown(path, uid, uid)

@@ -7,12 +7,16 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 
+from forkhorse.domain.limits import CONTAINER
 from forkhorse.ports.containers import ContainerError
 
 # crun rejects the hybrid cgroup setup on these machines; runc works.
 GLOBAL_FLAGS = ("--runtime", "runc")
 # The limits cannot be raised here, so every container states them explicitly.
-ULIMIT_FLAGS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=512:512")
+ULIMIT_FLAGS = (
+    *("--ulimit", f"nofile={CONTAINER.open_files}:{CONTAINER.open_files}"),
+    *("--ulimit", f"nproc={CONTAINER.user_processes}:{CONTAINER.user_processes}"),
+)
 
 
 class PodmanMissing(ContainerError):

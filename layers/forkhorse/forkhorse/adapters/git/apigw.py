@@ -12,9 +12,11 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from forkhorse.domain.limits import GIT
+
 # The request-size limit documented in the README: a larger push must be split.
-MAX_REQUEST_BYTES = 4 * 1024 * 1024
-MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+MAX_REQUEST_BYTES = GIT.lambda_request_bytes
+MAX_RESPONSE_BYTES = GIT.lambda_request_bytes
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -33,29 +35,50 @@ def invoke_wsgi(app: WsgiApp, event: dict[str, Any]) -> dict[str, Any]:
     if len(body) > MAX_REQUEST_BYTES:
         return _text_response(413, TOO_LARGE_REQUEST)
     captured: dict[str, Any] = {}
-    output: list[bytes] = []  # dulwich writes through start_response's write() and yields
+    output = _BoundedOutput(MAX_RESPONSE_BYTES)  # dulwich writes through write() and yields
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
         captured["status"] = int(status.split(" ", 1)[0])
         captured["headers"] = headers
         return output.append
 
-    chunks = app(wsgi_environ(event, body), start_response)
     try:
-        output.extend(chunks)
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
-    payload = b"".join(output)
-    if len(payload) > MAX_RESPONSE_BYTES:
+        chunks = app(wsgi_environ(event, body), start_response)
+        try:
+            for chunk in chunks:
+                output.append(chunk)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+    except _ResponseTooLarge:
         return _text_response(413, TOO_LARGE_RESPONSE)
+    payload = b"".join(output.chunks)
     return {
         "statusCode": captured["status"],
         "headers": _joined_headers(captured["headers"]),
         "body": base64.b64encode(payload).decode("ascii"),
         "isBase64Encoded": True,
     }
+
+
+class _ResponseTooLarge(Exception):
+    """Raised from inside the app's writes, so a large clone stops where the limit is."""
+
+
+class _BoundedOutput:
+    """The response as it is produced; never holds more than the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.chunks: list[bytes] = []
+        self._size = 0
+        self._limit = limit
+
+    def append(self, data: bytes) -> None:
+        self._size += len(data)
+        if self._size > self._limit:
+            raise _ResponseTooLarge()
+        self.chunks.append(bytes(data))
 
 
 def wsgi_environ(event: dict[str, Any], body: bytes) -> dict[str, Any]:

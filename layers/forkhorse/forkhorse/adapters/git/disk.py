@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 from dulwich.object_store import DiskObjectStore
@@ -18,6 +19,7 @@ from dulwich.objects import ObjectID
 from dulwich.refs import DiskRefsContainer, Ref, RefsContainer
 from dulwich.repo import Repo
 
+from forkhorse.adapters.git.ingest import SessionPackReceiver, sweep_stale_spools
 from forkhorse.adapters.git.store import HEAD, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name
 from forkhorse.ports.git import ARCHIVE_URL_TTL_SECONDS, DEFAULT_BRANCH, ArchiveLink
@@ -36,15 +38,27 @@ class DiskGitHost:
         return DiskGitStore(project, self._root / project, self._archives)
 
 
+class _DiskObjects(SessionPackReceiver, DiskObjectStore):
+    """The project's objects directory; a push arrives through its request's `PushSession`."""
+
+
+_swept: set[Path] = set()
+_swept_lock = threading.Lock()
+
+
 class DiskGitStore(DulwichGitStore):
     def __init__(self, project: str, root: Path, archives: Path) -> None:
         objects_dir = root / "objects"
         if not objects_dir.is_dir():
             objects_dir.mkdir(parents=True, exist_ok=True)
             DiskObjectStore.init(objects_dir)
-        super().__init__(project, DiskObjectStore(str(objects_dir)))
+        _sweep_once(objects_dir)
+        super().__init__(project, _DiskObjects(str(objects_dir)))
         self._root = root
         self._archives = archives
+
+    def _open_objects(self) -> _DiskObjects:
+        return _DiskObjects(str(self._root / "objects"))
 
     def repo_path(self, fork: str | None) -> Path:
         return (
@@ -54,14 +68,18 @@ class DiskGitStore(DulwichGitStore):
     def exists(self, fork: str | None = None) -> bool:
         return (self.repo_path(fork) / "HEAD").is_file()
 
-    def publish_archive(self, commit: str) -> ArchiveLink:
+    def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
         """Locally the archive is a file under the state dir, named by its tree SHA."""
         snapshot = self.open_snapshot(commit)
         self._archives.mkdir(parents=True, exist_ok=True)
         target = self._archives / f"{snapshot.tree}.tar"
         if not target.exists():
             with tempfile.NamedTemporaryFile(dir=self._archives, delete=False) as partial:
-                snapshot.export_tar(partial.file)
+                try:
+                    snapshot.export_tar(partial.file, deadline)
+                except BaseException:
+                    os.unlink(partial.name)  # a refused archive leaves nothing behind
+                    raise
             os.replace(partial.name, target)
         return ArchiveLink(snapshot.tree, target.as_uri(), ARCHIVE_URL_TTL_SECONDS)
 
@@ -92,3 +110,13 @@ class DiskGitStore(DulwichGitStore):
         refs.set_symbolic_ref(HEAD, Ref(DEFAULT_BRANCH.encode("ascii")))
         if initial_head is not None:
             refs.add_if_new(Ref(DEFAULT_BRANCH.encode("ascii")), ObjectID(initial_head))
+
+
+def _sweep_once(objects_dir: Path) -> None:
+    """The first time this process opens a project's store: remove the temporary packs of
+    pushes a crash interrupted (those older than the grace period, so none in progress)."""
+    with _swept_lock:
+        if objects_dir in _swept:
+            return
+        _swept.add(objects_dir)
+    sweep_stale_spools(objects_dir)

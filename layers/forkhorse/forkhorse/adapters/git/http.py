@@ -1,34 +1,44 @@
 """Git smart HTTP for `/git/{project}/canonical.git` and `/git/{project}/forks/{fork}.git`.
 
-Served by dulwich's WSGI support. Authentication is HTTP Basic with any user name and a
-Forkhorse token as the password. Token resolution and repository facts are injected, so
+Routing, authentication and access come first: HTTP Basic with any user name and a
+Forkhorse token as the password; token resolution and repository facts are injected, so
 the API wires them to the Store. Access follows `forkhorse.domain.git_access`; a refusal
 is answered before any request body is read, so it leaves the repository unchanged.
 Only the smart protocol is served (the dumb protocol would bypass the advertised-refs
-check on a project's shared object store). After each successful push to a fork, one
-`forkhorse.push` event per updated ref goes to the EventBus.
+check on a project's shared object store).
+
+Then dulwich's handlers run over `wire.RequestBody` (decompressed and bounded while it
+streams) and a response that starts with its first byte: a malformed request (bad
+pkt-line, empty or badly gzipped body, unadvertised `want`, wrong content type, unknown
+service) or one over `GitLimits.request_bytes` gets its 4xx and git's own `ERR` line,
+never a 500. Upload-pack serves only what the caller may read (`upload.py`). After each
+successful push to a fork, one `forkhorse.push` event per updated ref goes to the EventBus.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
-from dulwich.errors import HookError
+from dulwich.errors import GitProtocolError, HookError
 from dulwich.file import FileLocked
 from dulwich.hooks import Hook
 from dulwich.objects import ObjectID
-from dulwich.refs import Ref, RefsContainer, check_ref_format
-from dulwich.server import Backend
-from dulwich.web import GunzipFilter, HTTPGitApplication, LimitedInputFilter
+from dulwich.protocol import ReceivableProtocol
+from dulwich.refs import Ref, RefsContainer
+from dulwich.server import Backend, Handler, ReceivePackHandler
 
+from forkhorse.adapters.git.ingest import ref_name_problem
 from forkhorse.adapters.git.store import ZERO_SHA, DulwichGitStore, RepoNotFound, ServedRepo
+from forkhorse.adapters.git.upload import BoundedUploadPack, VisibleHistory, checked_request
+from forkhorse.adapters.git.wire import DeferredResponse, Refused, RequestBody, git_error, plain
 from forkhorse.domain.git_access import (
     AccessDecision,
     GitOperation,
@@ -37,9 +47,12 @@ from forkhorse.domain.git_access import (
     decide_git_access,
     is_valid_repo_name,
 )
+from forkhorse.domain.limits import GIT
 from forkhorse.ports.events import PUSH_EVENT, EventBus
 
-MAX_REQUEST_BYTES = 50 * 1024 * 1024
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = GIT.request_bytes
 TokenResolver = Callable[[str], GitPrincipal | None]
 RepoLookup = Callable[[str, str | None], RepoFacts | None]
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -49,6 +62,7 @@ _ROUTE = re.compile(
     r"(?P<service>/info/refs|/git-upload-pack|/git-receive-pack)"
 )
 _PUSH_SERVICE = "git-receive-pack"
+_UPLOAD_SERVICE = "git-upload-pack"
 _COMMIT = 1
 _TAG = 4
 
@@ -61,8 +75,21 @@ class GitStores(Protocol):
 class _Route:
     project: str
     fork: str | None
-    service_path: str
-    operation: GitOperation
+    service: str  # git-upload-pack or git-receive-pack
+    advertise: bool  # GET info/refs rather than the POST of the service itself
+
+    @property
+    def operation(self) -> GitOperation:
+        return "push" if self.service == _PUSH_SERVICE else "read"
+
+
+@dataclass(frozen=True)
+class _Request:
+    route: _Route
+    store: DulwichGitStore
+    repo: ServedRepo
+    principal: GitPrincipal
+    start_response: Callable[..., Any]
 
 
 class GitHttpApp:
@@ -76,7 +103,8 @@ class GitHttpApp:
         events: EventBus,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        max_request_bytes: int = MAX_REQUEST_BYTES,
+        max_request_bytes: int = GIT.request_bytes,
+        clone_inflated_bytes: int = GIT.clone_inflated_bytes,
     ) -> None:
         self._stores = stores
         self._resolve_token = resolve_token
@@ -84,20 +112,26 @@ class GitHttpApp:
         self._events = events
         self._clock = clock
         self._max_request_bytes = max_request_bytes
+        self._clone_inflated_bytes = clone_inflated_bytes
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         route = _parse_route(environ)
-        if route is None:
-            return _plain(start_response, 404, "Not found.")
-        if route.service_path == "/info/refs" and not _query_service(environ):
-            return _plain(start_response, 403, "Only the git smart HTTP protocol is served.")
+        if isinstance(route, Refused):
+            return plain(start_response, route.status, route.message)
         principal = self._principal(environ)
         decision, store = self._decide(route, principal)
         if not decision.allowed or store is None or principal is None:
-            return _plain(start_response, decision.status, decision.message)
-        return self._serve(environ, start_response, route, store, principal)
+            return plain(start_response, decision.status, decision.message)
+        try:
+            repo = store.served_repo(route.fork)
+        except RepoNotFound:
+            return plain(start_response, 404, "Repository not found.")
+        request = _Request(route, store, repo, principal, start_response)
+        if route.advertise:
+            return self._advertise(request)
+        return self._serve(environ, request)
 
     def _principal(self, environ: dict[str, Any]) -> GitPrincipal | None:
         token = _basic_password(environ.get("HTTP_AUTHORIZATION", ""))
@@ -123,60 +157,151 @@ class GitHttpApp:
         )
         return decision, store
 
-    def _serve(
-        self,
-        environ: dict[str, Any],
-        start_response: Callable[..., Any],
-        route: _Route,
-        store: DulwichGitStore,
-        principal: GitPrincipal,
-    ) -> Iterable[bytes]:
-        try:
-            repo = store.served_repo(route.fork)
-        except RepoNotFound:
-            return _plain(start_response, 404, "Repository not found.")
-        refs = _PushRefs(repo.refs)
-        repo.refs = refs
-        repo.hooks["update"] = _UpdatePolicy(repo, import_only=route.fork is None)
-        app = LimitedInputFilter(
-            GunzipFilter(HTTPGitApplication(_OneRepoBackend(repo))), self._max_request_bytes
+    def _advertise(self, request: _Request) -> Iterable[bytes]:
+        service = request.route.service
+        response = DeferredResponse(
+            request.start_response, f"application/x-{service}-advertisement"
         )
-        environ = {**environ, "PATH_INFO": route.service_path}
-        body = app(environ, start_response)
-        if route.fork is None or route.operation != "push":
-            return body
-        return self._then_publish(body, route, principal, refs)
+        proto = ReceivableProtocol(_no_input, response.write)
+        proto.write_pkt_line(f"# service={service}\n".encode("ascii"))
+        proto.write_pkt_line(None)
+        if request.route.operation == "read":
+            handler: Handler = self._upload_handler(request.repo, proto, advertise=True)
+        else:
+            handler, _ = _receive_handler(request, proto, advertise=True)
+        return self._run(handler, request, response)
 
-    def _then_publish(
-        self, body: Iterable[bytes], route: _Route, principal: GitPrincipal, refs: _PushRefs
-    ) -> Iterator[bytes]:
-        yield from body
+    def _serve(self, environ: dict[str, Any], request: _Request) -> Iterable[bytes]:
+        service = request.route.service
+        if environ.get("CONTENT_TYPE") != f"application/x-{service}-request":
+            message = f"A {service} request needs Content-Type application/x-{service}-request."
+            return git_error(request.start_response, 415, service, message)
+        response = DeferredResponse(request.start_response, f"application/x-{service}-result")
+        try:
+            body = RequestBody.from_environ(environ, self._max_request_bytes)
+            body.require_content()
+            if request.route.operation == "read":
+                return self._upload_pack(request, body, response)
+        except Refused as refused:
+            return git_error(request.start_response, refused.status, service, refused.message)
+        return self._receive_pack(request, body, response)
+
+    def _upload_pack(
+        self, request: _Request, body: RequestBody, response: DeferredResponse
+    ) -> Iterable[bytes]:
+        advertised = set(request.repo.get_refs().values())
+        with checked_request(body, advertised, self._visible(request)) as checked:
+            proto = ReceivableProtocol(checked.read, response.write)
+            handler = self._upload_handler(request.repo, proto, advertise=False)
+            return self._run(handler, request, response)
+
+    def _visible(self, request: _Request) -> VisibleHistory | None:
+        """What an agent may read: canonical and the repository it asked for. The owner
+        reads every fork, so nothing is hidden from it."""
+        if request.principal.kind == "owner":
+            return None
+        canonical = [sha.encode("ascii") for sha in request.store.refs(None).values()]
+        own = request.repo.get_refs().values()
+        return VisibleHistory(request.repo.object_store, [*canonical, *own])
+
+    def _upload_handler(
+        self, repo: ServedRepo, proto: ReceivableProtocol, *, advertise: bool
+    ) -> BoundedUploadPack:
+        return BoundedUploadPack(
+            _OneRepoBackend(repo),
+            ["/"],
+            proto,
+            send_limit=self._clone_inflated_bytes,
+            stateless_rpc=True,
+            advertise_refs=advertise,
+        )
+
+    def _receive_pack(
+        self, request: _Request, body: RequestBody, response: DeferredResponse
+    ) -> Iterable[bytes]:
+        proto = ReceivableProtocol(body.read, response.write)
+        handler, refs = _receive_handler(request, proto, advertise=False)
+        answer = self._run(handler, request, response)
+        if request.route.fork is not None:
+            self._publish(request, refs.updates)
+        return answer
+
+    def _run(self, handler: Handler, request: _Request, response: DeferredResponse) -> list[bytes]:
+        """Run one dulwich handler; a refusal keeps its 4xx while nothing is sent yet, and
+        ends a started response with git's side-band error (which the client prints)."""
+        service = request.route.service
+        try:
+            handler.handle()
+        except Refused as refused:
+            return _refuse(request, response, refused.status, refused.message)
+        except (GitProtocolError, ValueError) as malformed:
+            message = f"{service[4:]}: the request does not follow git's protocol ({malformed})."
+            return _refuse(request, response, 400, message)
+        if not response.started:
+            response.write(b"")  # git's answer to a request that asks for nothing is empty
+        return []
+
+    def _publish(self, request: _Request, updates: list[RefUpdate]) -> None:
         at = self._clock().astimezone(UTC).isoformat().replace("+00:00", "Z")
-        for update in refs.updates:
+        for update in updates:
             self._events.publish(
                 PUSH_EVENT,
                 {
-                    "project": route.project,
-                    "fork": route.fork,
+                    "project": request.route.project,
+                    "fork": request.route.fork,
                     "ref": update.ref,
                     "old": update.old,
                     "new": update.new,
-                    "pusher": principal.id,
+                    "pusher": request.principal.id,
                     "at": at,
                 },
             )
 
 
-def _parse_route(environ: dict[str, Any]) -> _Route | None:
+def _refuse(
+    request: _Request, response: DeferredResponse, status: int, message: str
+) -> list[bytes]:
+    if not response.started:
+        return git_error(request.start_response, status, request.route.service, message)
+    log.info("ended a %s response: %s", request.route.service, message)
+    response.fatal(message)
+    return []
+
+
+def _receive_handler(
+    request: _Request, proto: ReceivableProtocol, *, advertise: bool
+) -> tuple[ReceivePackHandler, _PushRefs]:
+    """dulwich's receive-pack over the push policy: compare-and-set refs and the update hook."""
+    repo = request.repo
+    refs = _PushRefs(repo.refs)
+    repo.refs = refs
+    repo.hooks["update"] = _UpdatePolicy(repo, import_only=request.route.fork is None)
+    handler = ReceivePackHandler(
+        _OneRepoBackend(repo), ["/"], proto, stateless_rpc=True, advertise_refs=advertise
+    )
+    return handler, refs
+
+
+def _no_input(size: int) -> bytes:
+    return b""
+
+
+def _parse_route(environ: dict[str, Any]) -> _Route | Refused:
     match = _ROUTE.fullmatch(environ.get("PATH_INFO", ""))
     method = environ.get("REQUEST_METHOD", "")
     if match is None:
-        return None
-    service_path = match["service"]
-    if (service_path == "/info/refs") != (method == "GET"):
-        return None
-    push = service_path == f"/{_PUSH_SERVICE}" or _query_service(environ) == _PUSH_SERVICE
-    return _Route(match["project"], match["fork"], service_path, "push" if push else "read")
+        return Refused(404, "Not found.")
+    advertise = match["service"] == "/info/refs"
+    if advertise != (method == "GET"):
+        return Refused(405 if advertise else 404, "Not found.")
+    service = _query_service(environ) if advertise else match["service"][1:]
+    if advertise and not service:
+        return Refused(403, "Only the git smart HTTP protocol is served.")
+    if service not in (_UPLOAD_SERVICE, _PUSH_SERVICE):
+        return Refused(
+            403, f"Unknown git service {service!r}: use git-upload-pack or git-receive-pack."
+        )
+    return _Route(match["project"], match["fork"], service, advertise)
 
 
 def _query_service(environ: dict[str, Any]) -> str | None:
@@ -194,15 +319,6 @@ def _basic_password(header: str) -> str | None:
         return None
     _, separator, password = decoded.partition(":")
     return password if separator and password else None
-
-
-def _plain(start_response: Callable[..., Any], status: int, message: str) -> list[bytes]:
-    reasons = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
-    headers = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-cache")]
-    if status == 401:
-        headers.append(("WWW-Authenticate", 'Basic realm="Forkhorse", charset="UTF-8"'))
-    start_response(f"{status} {reasons.get(status, 'Error')}", headers)
-    return [message.encode("utf-8") + b"\n"]
 
 
 class _OneRepoBackend(Backend):
@@ -252,6 +368,8 @@ class _PushRefs(RefsContainer):
         self, name: Ref, old_ref: ObjectID | None, new_ref: ObjectID, *args: Any, **kwargs: Any
     ) -> bool:
         expected = old_ref if old_ref is not None else ZERO_SHA  # never unconditional
+        if ref_name_problem(name) is not None:
+            raise _StaleRef("The ref name is not one Forkhorse writes.")
         try:
             written = self._inner.set_if_equals(name, expected, new_ref)
         except FileLocked as locked:
@@ -290,7 +408,13 @@ def _sha_or_none(value: bytes) -> str | None:
 
 
 class _UpdatePolicy(Hook):
-    """Per-ref rules applied before dulwich writes a ref; a HookError refuses that ref."""
+    """Per-ref rules applied before dulwich writes a ref; a HookError refuses that ref and
+    the client prints `! [remote rejected] <ref> (<reason>)`.
+
+    The push session (`ingest.PushSession`) has already checked the pack; it judges the
+    target: pushed or readable by the pusher, a commit for a branch (so a tag object is
+    never a fork head), a commit or a tag for a tag ref.
+    """
 
     def __init__(self, repo: ServedRepo, *, import_only: bool) -> None:
         self._repo = repo
@@ -298,17 +422,13 @@ class _UpdatePolicy(Hook):
 
     def execute(self, *args: Any) -> tuple[bytes, bytes]:
         ref, old, new = args
-        if not ref.startswith((b"refs/heads/", b"refs/tags/")) or not check_ref_format(ref):
-            raise HookError("Forkhorse accepts only branch and tag refs.")
+        problem = ref_name_problem(ref)
+        if problem is not None:
+            raise HookError(f"refused ref name {problem}")
         if self._import_only and old != ZERO_SHA:
             raise HookError("Canonical accepts only new refs during its initial import.")
-        if new != ZERO_SHA and not self._names_commit_or_tag(new):
-            raise HookError("The pushed ref names an object that is missing.")
+        if new != ZERO_SHA:
+            problem = self._repo.push_session.target_problem(self._repo.object_store, ref, new)
+            if problem is not None:
+                raise HookError(problem)
         return b"", b""  # dulwich relays (stdout, stderr) to the client
-
-    def _names_commit_or_tag(self, sha: ObjectID) -> bool:
-        try:
-            type_num, _ = self._repo.object_store.get_raw(sha)
-        except KeyError:
-            return False
-        return type_num in (_COMMIT, _TAG)

@@ -11,22 +11,16 @@ from __future__ import annotations
 
 import io
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from botocore.exceptions import ClientError
 from dulwich.object_store import BucketBasedObjectStore
 from dulwich.objects import ObjectID
-from dulwich.pack import (
-    Pack,
-    PackData,
-    PackIndex,
-    PackInflater,
-    PackStreamCopier,
-    load_pack_index_file,
-)
+from dulwich.pack import Pack, PackData, PackIndex, load_pack_index_file
 from dulwich.refs import Ref, RefsContainer, SymrefLoop
 
+from forkhorse.adapters.git.ingest import SessionPackReceiver
 from forkhorse.adapters.git.store import HEAD, ZERO_SHA, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name
 from forkhorse.ports.git import ARCHIVE_URL_TTL_SECONDS, DEFAULT_BRANCH, ArchiveLink
@@ -39,32 +33,12 @@ _SYMREF = b"ref: "
 _REF_PREFIX = "REF#"
 _META = "META"
 _CONDITION_FAILED = "ConditionalCheckFailedException"
-_SPOOL_BYTES = 8 * 1024 * 1024
 
 
-class PushTooLarge(OSError):
-    """The pushed pack is larger than the configured receive limit."""
-
-
-def _bounded(read: Callable[[int], bytes], limit: int | None) -> Callable[[int], bytes]:
-    """Count bytes read from the wire and stop past `limit` (git's receive.maxInputSize)."""
-    if limit is None:
-        return read
-    consumed = 0
-
-    def bounded(size: int) -> bytes:
-        nonlocal consumed
-        data = read(size)
-        consumed += len(data)
-        if consumed > limit:
-            raise PushTooLarge(f"The pushed pack is larger than {limit} bytes.")
-        return data
-
-    return bounded
-
-
-class S3PackObjectStore(BucketBasedObjectStore):
-    """Packs of one project under `git/<project>/packs/` in one bucket."""
+class S3PackObjectStore(SessionPackReceiver, BucketBasedObjectStore):
+    """Packs of one project under `git/<project>/packs/` in one bucket. A push arrives
+    through its request's `PushSession` (bounded, connectivity-checked), which uploads the
+    completed pack with `add_pack`: the pack first, its index last."""
 
     def __init__(self, s3: S3Client, bucket: str, prefix: str) -> None:
         super().__init__()
@@ -102,26 +76,6 @@ class S3PackObjectStore(BucketBasedObjectStore):
     def _remove_pack_by_name(self, name: str) -> None:
         for extension in ("idx", "pack"):
             self._s3.delete_object(Bucket=self._bucket, Key=f"{self._prefix}{name}.{extension}")
-
-    def add_thin_pack(
-        self,
-        read_all: Callable[[int], bytes],
-        read_some: Callable[[int], bytes] | None,
-        progress: Callable[..., None] | None = None,
-        *,
-        max_input_size: int | None = None,
-    ) -> None:
-        """Receive a pushed (thin) pack, resolve its external bases, store a complete pack."""
-        limit = max_input_size or None
-        read_all, read_some = _bounded(read_all, limit), _bounded(read_some or read_all, limit)
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as incoming:
-            copier = PackStreamCopier(self.object_format.hash_func, read_all, read_some, incoming)
-            copier.verify()
-            incoming.seek(0)
-            with PackData("incoming.pack", self.object_format, incoming) as data:
-                inflater = PackInflater.for_pack_data(data, resolve_ext_ref=self.get_raw)
-                objects = [(obj, None) for obj in inflater]
-        self.add_objects(objects)
 
     def _download(self, name: str, extension: str) -> bytes:
         body = self._s3.get_object(Bucket=self._bucket, Key=f"{self._prefix}{name}.{extension}")
@@ -247,16 +201,19 @@ class S3GitStore(DulwichGitStore):
         self._bucket = bucket
         self._table = table
 
+    def _open_objects(self) -> S3PackObjectStore:
+        return S3PackObjectStore(self._s3, self._bucket, f"git/{self.project}/packs/")
+
     def exists(self, fork: str | None = None) -> bool:
         key = {"pk": {"S": self._pk(fork)}, "sk": {"S": _META}}
         return "Item" in self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True)
 
-    def publish_archive(self, commit: str) -> ArchiveLink:
+    def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
         snapshot = self.open_snapshot(commit)
         key = f"archives/{snapshot.tree}.tar"
         if not self._archive_exists(key):
             with tempfile.TemporaryFile() as archive:
-                snapshot.export_tar(archive)
+                snapshot.export_tar(archive, deadline)
                 archive.seek(0)
                 self._s3.upload_fileobj(archive, self._bucket, key)
         url = self._s3.generate_presigned_url(

@@ -7,16 +7,23 @@ character, a duplicate name, an unknown mode) or a missing object fails closed w
 `SnapshotUnavailable`. Symlinks and submodules are never followed; executable files
 are regular files.
 
-`stat` materializes at most an 8 KiB sample where dulwich allows it. Worst case, for a
-delta object in a pack, the whole delta chain is decompressed and the complete blob is
-rebuilt in memory before the first 8 KiB is kept (see `probe`); the result is cached per
-blob for the snapshot.
+Walks charge what they visit. `list` charges every tree entry it walks, every time, so a
+subtree reached through many names (a tree bomb) costs what it expands to; the walk is a
+generator that stops at the first entry or path past the budget, never building the list
+first. The exports charge every path and byte they write against `ExportLimits` and check
+the check's deadline before every entry.
+
+`stat` materializes an 8 KiB sample of a whole object and charges that. A delta object in
+a pack cannot be sampled without dulwich resolving its whole chain and rebuilding the
+complete blob in memory (see `probe`), so `stat` charges a delta blob's full size, and
+refuses it before rebuilding when that is past the byte budget.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import shutil
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -29,10 +36,12 @@ from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Commit, Tree
 
 from forkhorse.adapters.git.probe import ObjectProbe, probe_object, read_raw
+from forkhorse.domain.limits import EXPORT, ExportLimits
 from forkhorse.domain.snapshot import (
     BINARY_SAMPLE_BYTES,
     MAX_PATH_LEVELS,
     BudgetExceeded,
+    ExportBudget,
     FileStat,
     MalformedText,
     SnapshotBudget,
@@ -119,6 +128,11 @@ class DulwichSnapshot:
     def blob_size(self, sha: str) -> int:
         return self.blob_header(sha).size
 
+    def stat_bytes(self, sha: str) -> int:
+        """What `blob_stat` materializes: a sample, or the whole blob for a delta."""
+        header = self.blob_header(sha)
+        return header.size if header.prefix is None else min(header.size, BINARY_SAMPLE_BYTES)
+
     def blob_stat(self, sha: str) -> FileStat:
         """Size and the binary flag from at most an 8 KiB sample (a delta: see the module)."""
         cached = self._stats.get(sha)
@@ -139,16 +153,26 @@ class DulwichSnapshot:
 
     def walk(self) -> Iterator[tuple[str, Entry]]:
         """Every entry of the tree, parents before children, in tree order."""
-        pending: list[tuple[str, str]] = [("", self._tree)]
-        while pending:
-            base, tree_sha = pending.pop()
-            children: list[tuple[str, str]] = []
-            for entry in self.listing(tree_sha).entries:
-                path = base + entry.name
-                yield path, entry
-                if entry.kind == "dir":
-                    children.append((path + "/", entry.sha))
-            pending.extend(reversed(children))
+        for _, path, entry in self._preorder():
+            yield path, entry
+
+    def _preorder(self) -> Iterator[tuple[int, str, Entry]]:
+        """(level, path, entry) depth first, a directory's contents right after it.
+
+        Lazy: a subtree is fetched only when the walk reaches it, and the walk holds one
+        iterator per level, so a consumer that stops early has spent only what it saw.
+        """
+        stack = [("", iter(self.listing(self._tree).entries))]
+        while stack:
+            base, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                continue
+            path = base + entry.name
+            yield len(stack), path, entry
+            if entry.kind == "dir":
+                stack.append((path + "/", iter(self.listing(entry.sha).entries)))
 
     def list_files(self, prefix: str = "") -> list[str]:
         """Trusted, unbudgeted listing of regular files (for the runner and benchmarks)."""
@@ -156,50 +180,61 @@ class DulwichSnapshot:
             path for path, entry in self.walk() if entry.kind == "file" and path.startswith(prefix)
         )
 
-    def export_to(self, dest_dir: Path) -> None:
-        """Write the exact tree into an empty or new directory, never following a link."""
+    def export_to(
+        self, dest_dir: Path, deadline: float | None = None, limits: ExportLimits = EXPORT
+    ) -> None:
+        """Write the exact tree into an empty or new directory, never following a link.
+
+        Stops with ExportLimitExceeded or ExportTimedOut (`deadline` is a `time.monotonic`
+        reading) and then removes what it wrote, so no partial checkout remains.
+        """
+        created = not dest_dir.exists()
         dest_dir.mkdir(parents=True, exist_ok=True)
         if any(dest_dir.iterdir()):
             raise FileExistsError("The export directory must be empty.")
-        root = os.open(dest_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            self._export_tree(root, self._tree)
-        finally:
-            os.close(root)
+            self._write_tree(dest_dir, _ExportBlobs(self, ExportBudget(limits, deadline)))
+        except BaseException:
+            _remove_partial(dest_dir, created)
+            raise
 
-    def export_tar(self, dest: IO[bytes]) -> None:
-        """Stream the exact tree as a deterministic POSIX tar archive."""
+    def export_tar(
+        self, dest: IO[bytes], deadline: float | None = None, limits: ExportLimits = EXPORT
+    ) -> None:
+        """Stream the exact tree as a deterministic POSIX tar archive, bounded as `export_to`.
+
+        On a refusal the archive is left unfinished; the caller discards `dest`.
+        """
+        budget = ExportBudget(limits, deadline)
+        blobs = _ExportBlobs(self, budget)
         with tarfile.open(fileobj=dest, mode="w|", format=tarfile.PAX_FORMAT) as archive:
-            for path, entry in self.walk():
+            for level, path, entry in self._preorder():
+                budget.charge_path(level)
                 info = _tar_info(path, entry)
                 if entry.kind == "file":
-                    data = self.blob_bytes(entry.sha)
+                    data = blobs.charged(entry)
                     info.size = len(data)
                     archive.addfile(info, io.BytesIO(data))
                 else:
                     if entry.kind == "symlink":
-                        info.linkname = self.blob_bytes(entry.sha).decode(
-                            "utf-8", "surrogateescape"
-                        )
+                        target = blobs.charged(entry)
+                        info.linkname = target.decode("utf-8", "surrogateescape")
                     archive.addfile(info)
 
-    def _export_tree(self, dir_fd: int, tree_sha: str) -> None:
-        for entry in self.listing(tree_sha).entries:
-            if entry.kind == "file":
-                _write_file(dir_fd, entry, self.blob_bytes(entry.sha))
-            elif entry.kind == "symlink":
-                os.symlink(self.blob_bytes(entry.sha), entry.name, dir_fd=dir_fd)
-            else:
-                os.mkdir(entry.name, 0o755, dir_fd=dir_fd)
-                if entry.kind == "dir":
-                    self._export_child(dir_fd, entry)
-
-    def _export_child(self, dir_fd: int, entry: Entry) -> None:
-        child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    def _write_tree(self, dest_dir: Path, blobs: _ExportBlobs) -> None:
+        # open_dirs[n] is the directory holding entries n + 1 levels deep.
+        open_dirs = [os.open(dest_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)]
         try:
-            self._export_tree(child, entry.sha)
+            for level, _, entry in self._preorder():
+                blobs.budget.charge_path(level)
+                while len(open_dirs) > level:
+                    os.close(open_dirs.pop())
+                child = _write_entry(open_dirs[-1], entry, blobs)
+                if child is not None:
+                    open_dirs.append(child)
         finally:
-            os.close(child)
+            for fd in open_dirs:
+                os.close(fd)
 
     def _commit_tree(self, commit: str) -> str:
         with self._lock:
@@ -221,13 +256,32 @@ class DulwichSnapshot:
             raise SnapshotUnavailable() from malformed
 
 
+class _ExportBlobs:
+    """One export's blob contents, each charged from its header before it is materialized.
+
+    The last blob is kept: a tree bomb names the same blob again and again, and reading it
+    once keeps the export's cost per path to writing that path.
+    """
+
+    def __init__(self, snapshot: DulwichSnapshot, budget: ExportBudget) -> None:
+        self.budget = budget
+        self._snapshot = snapshot
+        self._last: tuple[str, bytes] = ("", b"")
+
+    def charged(self, entry: Entry) -> bytes:
+        self.budget.charge_bytes(self._snapshot.blob_size(entry.sha))
+        if self._last[0] != entry.sha:
+            self._last = (entry.sha, self._snapshot.blob_bytes(entry.sha))
+        return self._last[1]
+
+
 class BudgetedReader:
     """One check's `read`/`stat`/`list` over a snapshot; reserves budget before data."""
 
     def __init__(self, snapshot: DulwichSnapshot, budget: SnapshotBudget) -> None:
         self._snapshot = snapshot
         self._budget = budget
-        self._charged_trees: set[str] = set()
+        self._fetched_trees: set[str] = set()
         self._charge_lock = threading.Lock()
 
     @property
@@ -250,16 +304,18 @@ class BudgetedReader:
         entry = self._file_call(path)
         if entry is None:
             return self._deliver(None)
-        size = self._snapshot.blob_size(entry.sha)
-        self._budget.reserve_bytes(min(size, BINARY_SAMPLE_BYTES))
+        self._budget.reserve_bytes(self._snapshot.stat_bytes(entry.sha))
         return self._deliver(self._snapshot.blob_stat(entry.sha))
 
     def list(self, prefix: str) -> list[str]:
         self._budget.reserve_operations(1)
         literal = validate_prefix(prefix)
-        paths = sorted(self._collect(literal))
+        paths: list[str] = []
+        for path in self._walk_files(literal):
+            self._budget.ensure_listed_paths(len(paths) + 1)  # stop at the first path past it
+            paths.append(path)
         self._budget.reserve_listed_paths(len(paths))
-        return self._deliver(paths)
+        return self._deliver(sorted(paths))
 
     def _deliver[T](self, value: T) -> T:
         """Last checkpoint: a capability revoked while the call was pending delivers nothing."""
@@ -271,7 +327,7 @@ class BudgetedReader:
         components = validate_path(path)
         tree_sha = self._snapshot.tree
         for depth, name in enumerate(components, start=1):
-            entry = self._listing(tree_sha).by_name.get(name)
+            entry = self._fetched(tree_sha).by_name.get(name)
             if entry is None:
                 return None
             if depth == len(components):
@@ -281,12 +337,17 @@ class BudgetedReader:
             tree_sha = entry.sha
         return None
 
-    def _collect(self, prefix: str) -> Iterator[str]:
-        pending: list[tuple[str, int, str]] = [("", 0, self._snapshot.tree)]
+    def _walk_files(self, prefix: str) -> Iterator[str]:
+        """Matching file paths; each tree's entries are charged before they are looked at.
+
+        The pending stack only holds directories whose entry was already charged, so the
+        walk's memory is bounded by the operations budget as well.
+        """
+        pending: list[tuple[str, int, str]] = [("", 1, self._snapshot.tree)]
         while pending:
-            base, depth, tree_sha = pending.pop()
-            entries = self._listing(tree_sha).entries
-            if entries and depth + 1 > MAX_PATH_LEVELS:
+            base, level, tree_sha = pending.pop()
+            entries = self._visited(tree_sha).entries
+            if entries and level > MAX_PATH_LEVELS:
                 raise BudgetExceeded(
                     f"The snapshot has paths deeper than {MAX_PATH_LEVELS} levels."
                 )
@@ -295,16 +356,30 @@ class BudgetedReader:
                 if entry.kind == "file" and path.startswith(prefix):
                     yield path
                 elif entry.kind == "dir" and _may_hold(path + "/", prefix):
-                    pending.append((path + "/", depth + 1, entry.sha))
+                    pending.append((path + "/", level + 1, entry.sha))
 
-    def _listing(self, tree_sha: str) -> TreeListing:
+    def _visited(self, tree_sha: str) -> TreeListing:
+        """A tree a listing walks: its entries are charged on every visit."""
+        self._budget.ensure_live()
+        listing = self._snapshot.listing(tree_sha)
+        self._budget.reserve_operations(len(listing.entries))
+        with self._charge_lock:
+            self._fetched_trees.add(tree_sha)
+        return listing
+
+    def _fetched(self, tree_sha: str) -> TreeListing:
+        """A tree on a `read`/`stat` path: its entries are charged once per check.
+
+        A path lookup touches one entry per level (at most 64) and each call is charged,
+        so only the first fetch of a tree costs its entries.
+        """
         self._budget.ensure_live()
         listing = self._snapshot.listing(tree_sha)
         with self._charge_lock:
-            if tree_sha in self._charged_trees:
+            if tree_sha in self._fetched_trees:
                 return listing
             self._budget.reserve_operations(len(listing.entries))
-            self._charged_trees.add(tree_sha)
+            self._fetched_trees.add(tree_sha)
         return listing
 
 
@@ -331,6 +406,32 @@ def _validated_entry(raw_name: bytes, mode: int, sha: bytes) -> Entry:
     if kind is None or not is_safe_entry_name(name):
         raise SnapshotUnavailable()
     return Entry(name, kind, sha.decode("ascii"), executable=mode == 0o100755)
+
+
+def _remove_partial(dest_dir: Path, created: bool) -> None:
+    """Remove what a failed export wrote (and the directory, if the export made it)."""
+    if created:
+        shutil.rmtree(dest_dir, ignore_errors=True)
+        return
+    for child in dest_dir.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+def _write_entry(dir_fd: int, entry: Entry, blobs: _ExportBlobs) -> int | None:
+    """Write one entry; for a directory, return its open descriptor."""
+    if entry.kind == "file":
+        _write_file(dir_fd, entry, blobs.charged(entry))
+        return None
+    if entry.kind == "symlink":
+        os.symlink(blobs.charged(entry), entry.name, dir_fd=dir_fd)
+        return None
+    os.mkdir(entry.name, 0o755, dir_fd=dir_fd)
+    if entry.kind == "submodule":
+        return None  # never followed: an empty directory
+    return os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
 
 
 def _write_file(dir_fd: int, entry: Entry, data: bytes) -> None:

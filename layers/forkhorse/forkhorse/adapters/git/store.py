@@ -1,8 +1,10 @@
 """The GitStore behaviour shared by the disk and S3/DynamoDB adapters.
 
 A project's canonical repository and its forks share one object store (objects are
-content-addressed; the smart-HTTP server only serves objects reachable from the advertised
-refs of the requested repository) and each has its own refs. Reads go by exact SHA only.
+content-addressed) and each has its own refs. Visibility is a rule, not a property of the
+store: a repository shows what its refs (and canonical's) reach, the smart-HTTP server
+only serves that, and a push may only reference what the pusher could already read or what
+its own pack carries (`forkhorse.adapters.git.ingest`). Reads go by exact SHA only.
 """
 
 from __future__ import annotations
@@ -11,16 +13,23 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dulwich.config import ConfigFile, StackedConfig
-from dulwich.errors import ObjectFormatException
+from dulwich.errors import HookError, ObjectFormatException
 from dulwich.file import FileLocked
+from dulwich.hooks import Hook
 from dulwich.object_store import PackBasedObjectStore
 from dulwich.objects import Commit, ObjectID, Tree, valid_hexsha
-from dulwich.refs import Ref, RefsContainer, check_ref_format
+from dulwich.refs import Ref, RefsContainer
 from dulwich.repo import BaseRepo
 
+from forkhorse.adapters.git.ingest import (
+    PushRefused,
+    PushSession,
+    SessionPackReceiver,
+    ref_name_problem,
+)
 from forkhorse.adapters.git.probe import probe_object, read_raw
 from forkhorse.adapters.git.snapshot import DulwichSnapshot
 from forkhorse.domain.git_access import CanonicalWriteCapability, is_valid_repo_name
@@ -71,8 +80,12 @@ class DulwichGitStore(ABC):
         """Create the repo's refs (HEAD -> main, main at `initial_head`); False if it exists."""
 
     @abstractmethod
-    def publish_archive(self, commit: str) -> ArchiveLink:
-        """Store the exact tree's archive where a full check can fetch it."""
+    def _open_objects(self) -> PackBasedObjectStore:
+        """A fresh view of the shared object store (a `SessionPackReceiver`) for one request."""
+
+    @abstractmethod
+    def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
+        """Store the exact tree's archive where a full check can fetch it, by `deadline`."""
 
     # GitStore ---------------------------------------------------------------------------
     @property
@@ -160,8 +173,27 @@ class DulwichGitStore(ABC):
         return snapshot
 
     def served_repo(self, fork: str | None) -> ServedRepo:
-        """A dulwich repository view for the smart-HTTP server."""
-        return ServedRepo(self._objects, self._existing_refs(fork), self.max_push_bytes)
+        """A dulwich repository view for one smart-HTTP request.
+
+        It has its own view of the object store, whose pushes go through a `PushSession`:
+        bounded ingestion, and connectivity against what canonical's refs and this
+        repository's refs reach (the pusher's own fork; canonical for its import).
+        """
+        refs = self._existing_refs(fork)
+        objects = self._open_objects()
+        session = PushSession(lambda: self._readable_tips(fork))
+        if isinstance(objects, SessionPackReceiver):
+            objects.push_session = session
+        return ServedRepo(objects, refs, self.max_push_bytes, session)
+
+    def _readable_tips(self, fork: str | None) -> list[bytes]:
+        """Every ref target a pusher to `fork` may already read: canonical's and the fork's."""
+        tips: set[bytes] = set()
+        for repo in dict.fromkeys([None, fork]):
+            for name, sha in self._existing_refs(repo).as_dict().items():
+                if name != HEAD and valid_hexsha(sha):
+                    tips.add(bytes(sha))
+        return sorted(tips)
 
     # Internals --------------------------------------------------------------------------
     def _existing_refs(self, fork: str | None) -> RefsContainer:
@@ -208,8 +240,12 @@ class DulwichGitStore(ABC):
 
 
 def _checked_ref_name(ref: str) -> Ref:
-    name = Ref(ref.encode("utf-8"))
-    if not name.startswith((b"refs/heads/", b"refs/tags/")) or not check_ref_format(name):
+    """The same rules as a push (`ingest.ref_name_problem`): git's, UTF-8, branches and tags."""
+    try:
+        name = Ref(ref.encode("utf-8"))
+    except UnicodeEncodeError as unencodable:
+        raise InvalidRefUpdate("A ref name must be UTF-8.") from unencodable
+    if ref_name_problem(name) is not None:
         raise InvalidRefUpdate("Only branch and tag refs with valid names can be written.")
     return name
 
@@ -219,14 +255,24 @@ def is_full_sha(value: str) -> bool:
 
 
 class ServedRepo(BaseRepo):
-    """What dulwich's upload-pack and receive-pack handlers need, and nothing else."""
+    """What dulwich's upload-pack and receive-pack handlers need, and nothing else.
+
+    A push's commands are checked (`pre-receive`: ref names, how many) before its pack is
+    read; its pack goes through `push_session`, which the update hook asks about each ref.
+    """
 
     def __init__(
-        self, objects: PackBasedObjectStore, refs: RefsContainer, max_input_bytes: int
+        self,
+        objects: PackBasedObjectStore,
+        refs: RefsContainer,
+        max_input_bytes: int,
+        push_session: PushSession | None = None,
     ) -> None:
         super().__init__(objects, refs)
         self._config = ConfigFile()
         self._config.set((b"receive",), b"maxInputSize", str(max_input_bytes).encode("ascii"))
+        self.push_session = push_session or PushSession(lambda: ())
+        self.hooks["pre-receive"] = _CommandCheck(self.push_session)
 
     def get_named_file(self, path: str | bytes, basedir: str | None = None) -> None:
         return None  # no shallow file, no description, nothing served from disk
@@ -239,3 +285,20 @@ class ServedRepo(BaseRepo):
 
     def get_description(self) -> bytes | None:
         return None
+
+
+class _CommandCheck(Hook):
+    """dulwich's pre-receive: the whole push is refused, before its pack is read, when a
+    ref name breaks git's rules or it updates too many refs. dulwich sends the reason on
+    git's side-band error channel, which the client prints."""
+
+    def __init__(self, session: PushSession) -> None:
+        self._session = session
+
+    def execute(self, *args: Any) -> tuple[bytes, bytes]:
+        (commands,) = args
+        try:
+            self._session.check_commands(commands)
+        except PushRefused as refused:
+            raise HookError(str(refused)) from refused
+        return b"", b""

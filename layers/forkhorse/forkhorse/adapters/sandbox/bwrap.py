@@ -2,24 +2,37 @@
 
 The child gets every namespace unshared (network included), an empty environment, no
 capabilities, a read-only view of the Python runtime only (no host or repository files, no
-/proc, no /dev), a private size-limited tmpfs, a seccomp filter and the harness's rlimits.
+/proc, no /dev), a read-only root, a private size-limited /tmp (the only writable place), a
+seccomp filter and the harness's rlimits, and it runs as an unprivileged uid on the host.
+
+Started as root, bubblewrap must bind the runtime, which may live under root's mode-0700
+home (pyenv), so the child's user namespace maps the host's root as well as the check's uid:
+bubblewrap pauses (`--userns-block-fd`) until this launcher has written both mappings, the
+namespace's root does the binds, and the harness then drops to the check's uid for good, so
+the kernel counts the child's tasks against RLIMIT_NPROC (it never does for the host's root).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import shutil
 import subprocess
+import time
 
 from forkhorse.adapters.sandbox.runtime import PythonRuntime, current_runtime
 from forkhorse.adapters.sandbox.seccomp import filter_program
-from forkhorse.adapters.sandbox.session import Limits, run_quick_check
+from forkhorse.adapters.sandbox.session import run_quick_check
 from forkhorse.domain.checks import QuickCheckDef
+from forkhorse.domain.limits import QUICK_SANDBOX, QuickSandboxLimits
 from forkhorse.domain.receipts import CheckRecord, Evidence
 from forkhorse.ports.git import Snapshot
 
-TMPFS_BYTES = 16 * 1024 * 1024
+TMPFS_BYTES = QUICK_SANDBOX.tmpfs_bytes  # kept importable; the value lives in domain.limits
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the host's /tmp
+_INFO_MAX_BYTES = 4096
+_INFO_TIMEOUT_SECONDS = 5.0
 
 
 class BubblewrapMissing(RuntimeError):
@@ -27,29 +40,69 @@ class BubblewrapMissing(RuntimeError):
 
 
 class BwrapLauncher:
-    def __init__(self, bwrap: str, runtime: PythonRuntime, seccomp: bytes) -> None:
+    def __init__(
+        self,
+        bwrap: str,
+        runtime: PythonRuntime,
+        seccomp: bytes,
+        limits: QuickSandboxLimits = QUICK_SANDBOX,
+    ) -> None:
         self._runtime = runtime
         self._seccomp = seccomp
-        self._prefix = self._sandbox_arguments(bwrap, runtime)  # realpath calls cost ~1 ms
+        self._uid = limits.uid
+        # Only root must map the namespace itself; anyone else is already unprivileged.
+        self._as_root = os.geteuid() == 0
+        # realpath calls cost ~1 ms, so the fixed arguments are built once.
+        self._prefix = self._sandbox_arguments(bwrap, runtime, limits.tmpfs_bytes)
 
     def spawn(self, rpc_fd: int, harness_source: str) -> subprocess.Popen[bytes]:
         filter_read, filter_write = os.pipe()
+        info_read, info_write = os.pipe()
+        block_read, block_write = os.pipe()
         try:
             os.write(filter_write, self._seccomp)  # far below a pipe's capacity
             os.close(filter_write)
-            return subprocess.Popen(
-                self._argv(filter_read, rpc_fd, harness_source),
+            process = subprocess.Popen(
+                self._argv(filter_read, info_write, block_read, rpc_fd, harness_source),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(rpc_fd, filter_read),
+                pass_fds=(rpc_fd, filter_read, *self._mapping_fds(info_write, block_read)),
                 env={},
+                cwd="/",
             )
+            for fd in (info_write, block_read):
+                os.close(fd)
+            info_write = block_read = -1
+            try:
+                self._map_user_namespace(info_read, block_write)
+            except OSError:
+                self.kill(process)
+                process.wait()
+                raise
+            return process
         finally:
-            os.close(filter_read)
+            for fd in (filter_read, info_read, info_write, block_read, block_write):
+                if fd >= 0:
+                    os.close(fd)
+
+    def _mapping_fds(self, info_fd: int, block_fd: int) -> tuple[int, ...]:
+        return (info_fd, block_fd) if self._as_root else ()
+
+    def _map_user_namespace(self, info_fd: int, block_fd: int) -> None:
+        """Map the host's root and the check's uid into the child's user namespace, then
+        let bubblewrap go on. Nothing to do when bubblewrap mapped its unprivileged caller."""
+        if not self._as_root:
+            return
+        child = _read_child_pid(info_fd)
+        mapping = f"0 0 1\n{self._uid} {self._uid} 1\n"
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{child}/{name}", "w", encoding="ascii") as handle:
+                handle.write(mapping)
+        os.write(block_fd, b"1")
 
     @staticmethod
-    def _sandbox_arguments(bwrap: str, runtime: PythonRuntime) -> list[str]:
+    def _sandbox_arguments(bwrap: str, runtime: PythonRuntime, tmpfs_bytes: int) -> list[str]:
         # No /dev and no /proc: the interpreter needs neither (getrandom() seeds it).
         return [
             bwrap,
@@ -61,17 +114,30 @@ class BwrapLauncher:
             "--new-session",
             "--clearenv",
             *runtime.bind_arguments(),
+            "--perms",
+            "1777",
             "--size",
-            str(TMPFS_BYTES),
+            str(tmpfs_bytes),
             "--tmpfs",
             SANDBOX_TMP,
+            # After every bind and tmpfs: the root tmpfs has no size, so nothing may write it.
+            "--remount-ro",
+            "/",
             "--chdir",
             SANDBOX_TMP,
         ]
 
-    def _argv(self, filter_fd: int, rpc_fd: int, harness_source: str) -> list[str]:
+    def _argv(
+        self, filter_fd: int, info_fd: int, block_fd: int, rpc_fd: int, harness_source: str
+    ) -> list[str]:
+        # The namespace's root keeps CAP_SETUID/CAP_SETGID only until the harness drops them.
+        mapping = [
+            *("--info-fd", str(info_fd), "--userns-block-fd", str(block_fd)),
+            *("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"),
+        ]
         return [
             *self._prefix,
+            *(mapping if self._as_root else []),
             "--seccomp",
             str(filter_fd),
             "--",
@@ -84,7 +150,9 @@ class BwrapLauncher:
         ]
 
     def extra_hello(self) -> dict[str, str]:
-        return {}
+        if not self._as_root:
+            return {}
+        return {"uid": str(self._uid), "gid": str(self._uid)}
 
     def kill(self, process: subprocess.Popen[bytes]) -> None:
         # bubblewrap's --die-with-parent takes the whole sandbox (its own PID namespace) along.
@@ -95,20 +163,38 @@ class BwrapLauncher:
         """Nothing to remove: the sandbox's tmpfs vanishes with its mount namespace."""
 
 
+def _read_child_pid(info_fd: int) -> int:
+    """bubblewrap's --info-fd JSON names the sandbox's first process (its host pid)."""
+    data = b""
+    deadline = time.monotonic() + _INFO_TIMEOUT_SECONDS
+    while b"}" not in data and len(data) < _INFO_MAX_BYTES:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([info_fd], [], [], remaining)[0]:
+            raise OSError("bubblewrap did not report its child in time")
+        chunk = os.read(info_fd, _INFO_MAX_BYTES)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        return int(json.loads(data)["child-pid"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise OSError("bubblewrap reported no child") from error
+
+
 class BwrapSandbox:
     """`QuickSandbox` for local mode: platform `local-bwrap`, evidence `dynamic-worker`."""
 
     platform = "local-bwrap"
     evidence: Evidence = "dynamic-worker"
 
-    def __init__(self, limits: Limits | None = None, bwrap: str | None = None) -> None:
+    def __init__(self, limits: QuickSandboxLimits | None = None, bwrap: str | None = None) -> None:
         found = bwrap or shutil.which("bwrap")
         if found is None:
             raise BubblewrapMissing(
                 "bubblewrap (bwrap) is not installed; quick checks need it in local mode."
             )
-        self._launcher = BwrapLauncher(found, current_runtime(), filter_program())
-        self._limits = limits or Limits()
+        self._limits = limits or QUICK_SANDBOX
+        self._launcher = BwrapLauncher(found, current_runtime(), filter_program(), self._limits)
 
     def run_check(self, snapshot: Snapshot, definition: QuickCheckDef) -> CheckRecord:
         return run_quick_check(self._launcher, snapshot, definition, self.platform, self._limits)

@@ -42,6 +42,17 @@ REPLY_ERROR = b"E"
 REPLY_OK = b"K"
 
 LIST_SEPARATOR = b"\0"
+
+# The limit a raised exception shows the check hit, sent as OP_RAISED's data.
+LIMIT_SPACE = b"space"
+LIMIT_FILE_SIZE = b"fsize"
+LIMIT_MEMORY = b"memory"
+LIMIT_THREADS = b"threads"
+LIMIT_FILES = b"files"
+# errno values (Linux, every architecture): ENOSPC, EROFS, EFBIG (RLIMIT_FSIZE), EMFILE.
+_ERRNO_LIMITS = {28: LIMIT_SPACE, 30: LIMIT_SPACE, 27: LIMIT_FILE_SIZE, 24: LIMIT_FILES}
+_CAUSES_SEARCHED = 8
+_MAX_FD = 1 << 16
 CO_COROUTINE = 0x80
 RESULT_KEYS = frozenset({"ok", "message"})
 
@@ -149,6 +160,26 @@ def _apply_limits() -> None:
         resource.setrlimit(getattr(resource, name), (int(soft), int(hard or soft)))
 
 
+def _close_stray_fds() -> None:
+    """Keep only stdio and the capability socket (a launcher's pipes may have leaked in)."""
+    fd = _rpc_fd()
+    posix.closerange(3, fd)
+    posix.closerange(fd + 1, _MAX_FD)
+
+
+def _drop_privileges() -> None:
+    """Become the unprivileged uid the launcher names, for good (bubblewrap's child starts as
+    the namespace's root, mapped to the host's root so it could bind the runtime)."""
+    if not _hello.get("uid"):
+        return
+    uid, gid = int(_hello["uid"]), int(_hello["gid"])
+    posix.setgroups([])
+    posix.setresgid(gid, gid, gid)
+    posix.setresuid(uid, uid, uid)
+    if posix.getresuid() != (uid, uid, uid) or posix.getgroups():
+        raise PermissionError("the quick-check child kept its privileges")
+
+
 def _install_seccomp(program: bytes) -> None:
     """Install the parent's filter where no bubblewrap did (the Lambda child)."""
     import ctypes  # only the Lambda child pays for ctypes
@@ -179,6 +210,8 @@ def _start() -> None:
     for line in _receive().decode().splitlines():
         key, _, value = line.partition("=")
         _hello[key] = value
+    _close_stray_fds()
+    _drop_privileges()
     _apply_limits()
     if _hello.get("seccomp"):
         _install_seccomp(bytes.fromhex(_hello["seccomp"]))
@@ -224,6 +257,21 @@ def _verdict(result: object) -> tuple[bytes, bytes]:
     return OP_DONE, verdict + b"\0" + encoded
 
 
+def _limit_hit(error: BaseException | None) -> bytes:
+    """The limit behind an exception or one of its causes, or b"" (a generic failure)."""
+    for _ in range(_CAUSES_SEARCHED):
+        if error is None:
+            break
+        if isinstance(error, MemoryError):
+            return LIMIT_MEMORY
+        if isinstance(error, OSError) and error.errno in _ERRNO_LIMITS:
+            return _ERRNO_LIMITS[error.errno]
+        if type(error) is RuntimeError and "can't start new thread" in str(error):
+            return LIMIT_THREADS
+        error = error.__cause__ or error.__context__
+    return b""
+
+
 def _flush_logs() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:  # noqa: SIM105 - contextlib would cost start-up time
@@ -243,8 +291,8 @@ def main() -> None:
     _send(OP_LOADED)
     try:
         op, data = _verdict(_run_check(check))
-    except BaseException:
-        op, data = OP_RAISED, b""
+    except BaseException as error:
+        op, data = OP_RAISED, _limit_hit(error)
     _flush_logs()
     _send(op, data)
     posix._exit(0)

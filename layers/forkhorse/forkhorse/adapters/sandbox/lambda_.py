@@ -5,7 +5,10 @@ subnets, no NAT, only the S3 gateway endpoint, a role that can read the git buck
 else) and from this adapter: the parent makes itself non-dumpable (the child cannot read its
 memory or /proc/<parent>/environ), and each child gets an empty environment, a private temp
 directory that is wiped afterwards, the seccomp filter (no new processes, no network sockets,
-no ptrace) and the same rlimits and deadline as locally.
+no ptrace) and the same rlimits and deadline as locally. The child already runs as the
+function's unprivileged user, so RLIMIT_NPROC binds. Its writable space is Lambda's /tmp, the
+only writable filesystem there, bounded by the function's ephemeral storage (512 MiB), one
+file by RLIMIT_FSIZE (16 MiB).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import sys
 import tempfile
 
 from forkhorse.adapters.sandbox.seccomp import filter_program
-from forkhorse.adapters.sandbox.session import Limits, run_quick_check
+from forkhorse.adapters.sandbox.session import run_quick_check
 from forkhorse.domain.checks import QuickCheckDef
+from forkhorse.domain.limits import QUICK_SANDBOX, QuickSandboxLimits
 from forkhorse.domain.receipts import CheckRecord, Evidence
 from forkhorse.ports.git import Snapshot
 
@@ -87,11 +91,13 @@ class LambdaSandbox:
     platform = "aws-lambda"
     evidence: Evidence = "dynamic-worker"
 
-    def __init__(self, limits: Limits | None = None, executable: str | None = None) -> None:
+    def __init__(
+        self, limits: QuickSandboxLimits | None = None, executable: str | None = None
+    ) -> None:
         make_non_dumpable()
         self._executable = executable or os.path.realpath(sys.executable)
         self._seccomp = filter_program()
-        self._limits = limits or Limits()
+        self._limits = limits or QUICK_SANDBOX
 
     def run_check(self, snapshot: Snapshot, definition: QuickCheckDef) -> CheckRecord:
         launcher = LambdaLauncher(self._executable, self._seccomp)

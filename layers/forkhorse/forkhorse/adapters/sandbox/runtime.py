@@ -13,10 +13,11 @@ import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 _LDD_PATH = re.compile(r"(?:=>\s+|^\s+)(/\S+)\s+\(0x", re.MULTILINE)
 _FALLBACK_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
+HIDDEN_TMPFS_BYTES = 4096  # an empty, read-only tmpfs over site-packages: one page
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,27 @@ class PythonRuntime:
 
     def bind_arguments(self) -> list[str]:
         """bubblewrap arguments that make exactly this runtime visible, read-only."""
-        arguments = ["--ro-bind", os.path.realpath(self.executable), self.executable]
+        arguments = self._parent_directories()
+        arguments += ["--ro-bind", os.path.realpath(self.executable), self.executable]
         arguments += ["--ro-bind", self.stdlib, self.stdlib]
         for library in self.libraries:
             arguments += ["--ro-bind", os.path.realpath(library), library]
         for directory in self.library_dirs:
             arguments += ["--ro-bind", directory, directory]
         for directory in self.hidden:
-            arguments += ["--tmpfs", directory, "--remount-ro", directory]
+            arguments += ["--size", str(HIDDEN_TMPFS_BYTES), "--tmpfs", directory]
+            arguments += ["--remount-ro", directory]
+        return arguments
+
+    def _parent_directories(self) -> list[str]:
+        """Every directory above a bound path, made traversable by the check's uid (bubblewrap
+        would create them mode 0700, owned by the namespace's root)."""
+        bound = (self.executable, self.stdlib, *self.libraries, *self.library_dirs)
+        parents = {str(parent) for path in bound for parent in PurePosixPath(path).parents}
+        parents.discard("/")
+        arguments = []
+        for directory in sorted(parents, key=lambda path: (path.count("/"), path)):
+            arguments += ["--perms", "0755", "--dir", directory]
         return arguments
 
 

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from forkhorse.adapters.sandbox import harness
 from forkhorse.domain.checks import QuickCheckDef, quick_module_digest
+from forkhorse.domain.limits import QuickSandboxLimits, format_bytes
 from forkhorse.domain.logs import LogSample
 from forkhorse.domain.messages import sanitize_message
 from forkhorse.domain.receipts import CheckRecord, FinalOutcome
@@ -37,11 +38,12 @@ from forkhorse.domain.snapshot import (
 )
 from forkhorse.ports.git import Snapshot, SnapshotReader
 
-DEADLINE_SECONDS = 10.0
 MAX_CHILD_FRAME_BYTES = 64 * 1024
-MAX_OUTPUT_BYTES = 1024 * 1024
 READ_CHUNK_BYTES = 64 * 1024
 EXIT_GRACE_SECONDS = 1.0
+
+# The quick sandbox's limits live in forkhorse.domain.limits; `Limits` stays importable here.
+Limits = QuickSandboxLimits
 
 MESSAGE_TIMED_OUT = "The check did not finish within its 10-second deadline."
 MESSAGE_CPU_LIMIT = "The check exceeded its 10-second CPU limit."
@@ -60,27 +62,33 @@ MESSAGE_MODULE_MISSING = "The check module is missing from the snapshot."
 MESSAGE_MODULE_UNREADABLE = "The check module could not be read from the snapshot."
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What the parent asks the harness to enforce with rlimits, plus the wall deadline."""
+def hello_lines(limits: QuickSandboxLimits) -> list[str]:
+    """The rlimits the harness sets. The hard CPU limit is one second later, so the soft
+    limit's SIGXCPU names the cause."""
+    return [
+        f"cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
+        f"as={limits.address_space_bytes}",
+        f"fsize={limits.file_size_bytes}",
+        f"nproc={limits.processes}",
+        f"nofile={limits.open_files}",
+        "core=0",
+    ]
 
-    deadline_seconds: float = DEADLINE_SECONDS
-    cpu_seconds: int = 10
-    address_space_bytes: int = 1024 * 1024 * 1024
-    file_size_bytes: int = 16 * 1024 * 1024
-    processes: int = 1
-    open_files: int = 64
 
-    def hello_lines(self) -> list[str]:
-        # The hard CPU limit is one second later, so the soft limit's SIGXCPU names the cause.
-        return [
-            f"cpu={self.cpu_seconds}:{self.cpu_seconds + 1}",
-            f"as={self.address_space_bytes}",
-            f"fsize={self.file_size_bytes}",
-            f"nproc={self.processes}",
-            f"nofile={self.open_files}",
-            "core=0",
-        ]
+def limit_message(limit: bytes, limits: QuickSandboxLimits) -> str | None:
+    """The message for a check that raised because it hit one of its limits (the harness
+    names the limit from the exception; a module can only mislabel its own failure)."""
+    messages = {
+        harness.LIMIT_SPACE: "The check ran out of writable space "
+        f"({format_bytes(limits.tmpfs_bytes)} in /tmp; the rest is read-only).",
+        harness.LIMIT_FILE_SIZE: "The check exceeded its file size limit of "
+        f"{format_bytes(limits.file_size_bytes)}.",
+        harness.LIMIT_MEMORY: "The check exceeded its memory limit of "
+        f"{format_bytes(limits.address_space_bytes)}.",
+        harness.LIMIT_THREADS: f"The check exceeded its limit of {limits.processes} threads.",
+        harness.LIMIT_FILES: f"The check exceeded its limit of {limits.open_files} open files.",
+    }
+    return messages.get(limit)
 
 
 class Launcher(Protocol):
@@ -211,7 +219,7 @@ class QuickCheckSession:
             "module": self._definition.module,
             **self._launcher.extra_hello(),
         }
-        lines = [f"{key}={value}" for key, value in fields.items()] + self._limits.hello_lines()
+        lines = [f"{key}={value}" for key, value in fields.items()] + hello_lines(self._limits)
         _send_frame(channel, "\n".join(lines).encode())
 
     # The watchdog: runs on its own thread at the deadline.
@@ -270,7 +278,7 @@ class QuickCheckSession:
             return
         capture: LogSample = key.data
         capture.feed(data)
-        if self._stdout.total_bytes + self._stderr.total_bytes > MAX_OUTPUT_BYTES:
+        if self._stdout.total_bytes + self._stderr.total_bytes > self._limits.output_bytes:
             self._violate(_Violation("failed", MESSAGE_OUTPUT))
             self._launcher.kill(process)
 
@@ -406,7 +414,7 @@ class QuickCheckSession:
             return "timed-out", MESSAGE_CPU_LIMIT
         if state.verdict is None:
             return "failed", MESSAGE_NO_RESULT
-        return _verdict_outcome(*state.verdict)
+        return _verdict_outcome(*state.verdict, self._limits)
 
     def _record(self, outcome: FinalOutcome, message: str, started: float) -> CheckRecord:
         source = self._state.source
@@ -437,9 +445,11 @@ def run_quick_check(
     return session.run()
 
 
-def _verdict_outcome(op: bytes, data: bytes) -> tuple[FinalOutcome, str]:
+def _verdict_outcome(
+    op: bytes, data: bytes, limits: QuickSandboxLimits
+) -> tuple[FinalOutcome, str]:
     if op == harness.OP_RAISED:
-        return "failed", MESSAGE_RAISED
+        return "failed", limit_message(data, limits) or MESSAGE_RAISED
     if op == harness.OP_INVALID:
         return "failed", MESSAGE_LONG_RESULT if data == b"long" else MESSAGE_INVALID_RESULT
     flag, _, raw_message = data.partition(b"\0")

@@ -1,0 +1,298 @@
+"""Fair scheduling of local receipt runs.
+
+Two levels, so one busy project cannot hold up another:
+
+- Admission. A queued run becomes active when its agent and its project are under their
+  running limits. Among eligible runs the least recently admitted project goes first, then
+  its least recently admitted agent, then the oldest run. Before-promote runs skip the queue
+  and every limit: they are admitted at once (the project's workflow lease already allows
+  only one per project). An agent may keep only so many review runs waiting.
+- Lanes. An active run takes a slot of the quick lane for each quick check and a slot of the
+  full lane for each full check, and gives it back after. A freed slot goes to a
+  before-promote run first, then to the least recently served project. Each lane keeps
+  reserved slots only before-promote runs may use, so they never wait behind review runs.
+
+Because quick checks hold the quick lane one check at a time and full checks never take it,
+another project's quick check waits at most for the quick checks already in progress (one
+quick check's time, bounded by the sandbox deadline), never for a full check.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from forkhorse.domain.limits import QueueLimits
+
+LaneName = Literal["quick", "full"]
+Cancel = Literal["queued", "running"]
+
+
+class Cancelled(Exception):
+    """The run was superseded: it stops at its next step."""
+
+
+class QueueFull(Exception):
+    """The agent already has as many runs waiting as it may."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the scheduler knows of one run."""
+
+    key: str  # the execution's generation
+    project: str
+    agent: str
+    priority: bool  # before-promote: ahead of every review run
+
+
+@dataclass(frozen=True)
+class _Entry:
+    job: Job
+    body: Callable[[Ticket], None]
+    arrival: int
+
+
+class _Recency:
+    """When each name was last served; never served ranks first."""
+
+    def __init__(self, counter: Iterator[int]) -> None:
+        self._counter = counter
+        self._last: dict[str, int] = {}
+
+    def of(self, name: str) -> int:
+        return self._last.get(name, -1)
+
+    def served(self, name: str) -> None:
+        self._last[name] = next(self._counter)
+
+
+class Lane:
+    """A fixed number of slots handed out fairly: priority first, then least recent project."""
+
+    def __init__(self, shared: int, reserved: int) -> None:
+        self._shared = shared
+        self._reserved = reserved
+        self._in_use = 0
+        self._waiting: list[tuple[Job, int]] = []
+        self._arrivals = itertools.count()
+        self._recency = _Recency(itertools.count())
+        self._changed = threading.Condition()
+
+    @property
+    def in_use(self) -> int:
+        with self._changed:
+            return self._in_use
+
+    def acquire(self, job: Job, cancelled: threading.Event) -> None:
+        with self._changed:
+            waiter = (job, next(self._arrivals))
+            self._waiting.append(waiter)
+            try:
+                while self._next() != waiter:
+                    if cancelled.is_set():
+                        raise Cancelled()
+                    self._changed.wait()
+            finally:
+                self._waiting.remove(waiter)
+            self._in_use += 1
+            self._recency.served(job.project)
+            self._changed.notify_all()
+
+    def release(self) -> None:
+        with self._changed:
+            self._in_use -= 1
+            self._changed.notify_all()
+
+    def wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def _fits(self, job: Job) -> bool:
+        return self._in_use < self._shared + (self._reserved if job.priority else 0)
+
+    def _next(self) -> tuple[Job, int] | None:
+        fitting = [waiter for waiter in self._waiting if self._fits(waiter[0])]
+        return min(fitting, key=self._rank, default=None)
+
+    def _rank(self, waiter: tuple[Job, int]) -> tuple[bool, int, int]:
+        job, arrival = waiter
+        return (not job.priority, self._recency.of(job.project), arrival)
+
+
+class Ticket:
+    """An active run's handle: its lane slots and its cancellation."""
+
+    def __init__(self, job: Job, lanes: dict[LaneName, Lane]) -> None:
+        self.job = job
+        self._lanes = lanes
+        self._cancelled = threading.Event()
+
+    def check(self) -> None:
+        if self._cancelled.is_set():
+            raise Cancelled()
+
+    def pause(self, seconds: float) -> None:
+        """Sleep between polls; a cancellation ends the sleep at once."""
+        if self._cancelled.wait(seconds):
+            raise Cancelled()
+
+    @contextmanager
+    def slot(self, name: LaneName) -> Iterator[None]:
+        lane = self._lanes[name]
+        lane.acquire(self.job, self._cancelled)
+        try:
+            yield
+        finally:
+            lane.release()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        for lane in self._lanes.values():
+            lane.wake()
+
+
+class FairScheduler:
+    """Admits queued runs under the limits and runs each active one on its own thread."""
+
+    def __init__(self, limits: QueueLimits) -> None:
+        if min(limits.running_per_project, limits.running_per_agent, limits.running_total) < 1:
+            raise ValueError("every running limit must be at least 1")
+        self._limits = limits
+        self.lanes: dict[LaneName, Lane] = {
+            "quick": Lane(limits.quick_slots, limits.promote_slots),
+            "full": Lane(limits.full_slots, limits.promote_slots),
+        }
+        self._lock = threading.Lock()
+        self._queued: list[_Entry] = []
+        self._active: dict[str, tuple[Ticket, threading.Thread]] = {}
+        self._running_projects: Counter[str] = Counter()
+        self._running_agents: Counter[str] = Counter()
+        self._queued_agents: Counter[str] = Counter()
+        self._arrivals = itertools.count()
+        self._admissions = itertools.count()
+        self._projects = _Recency(self._admissions)
+        self._agents = _Recency(self._admissions)
+        self._closed = False
+
+    # --- what callers do ------------------------------------------------------------------
+
+    def submit(self, job: Job, body: Callable[[Ticket], None]) -> None:
+        """Queue `job`; `body` runs on its own thread once admitted. Raises `QueueFull`."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the scheduler is shut down")
+            if not job.priority and self._queued_agents[job.agent] >= self._limits.queued_per_agent:
+                raise QueueFull(
+                    f"Refused: this agent already has {self._limits.queued_per_agent} receipt "
+                    "runs waiting; request again when one has started."
+                )
+            self._queued.append(_Entry(job, body, next(self._arrivals)))
+            if not job.priority:
+                self._queued_agents[job.agent] += 1
+            self._dispatch()
+
+    def cancel(self, key: str) -> Cancel | None:
+        """Cancel a run: a queued one never starts, an active one stops at its next step."""
+        with self._lock:
+            for entry in self._queued:
+                if entry.job.key == key:
+                    self._unqueue(entry)
+                    return "queued"
+            active = self._active.get(key)
+        if active is None:
+            return None
+        active[0].cancel()
+        return "running"
+
+    def active_keys(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._active)
+
+    def queued_of(self, agent: str) -> int:
+        with self._lock:
+            return self._queued_agents[agent]
+
+    def shutdown(self) -> list[Job]:
+        """Drop queued runs (returned, never started) and wait for active ones to end."""
+        with self._lock:
+            self._closed = True
+            dropped = [entry.job for entry in self._queued]
+            for entry in list(self._queued):
+                self._unqueue(entry)
+            threads = [thread for _, thread in self._active.values()]
+        for thread in threads:
+            thread.join()
+        return dropped
+
+    # --- admission ------------------------------------------------------------------------
+
+    def _unqueue(self, entry: _Entry) -> None:
+        self._queued.remove(entry)
+        if not entry.job.priority:
+            self._queued_agents[entry.job.agent] -= 1
+            if self._queued_agents[entry.job.agent] == 0:
+                del self._queued_agents[entry.job.agent]  # keep the counter bounded
+
+    def _eligible(self, job: Job) -> bool:
+        if job.priority:
+            return True
+        return (
+            self._running_projects[job.project] < self._limits.running_per_project
+            and self._running_agents[job.agent] < self._limits.running_per_agent
+            and self._reviews_active() < self._limits.running_total
+        )
+
+    def _reviews_active(self) -> int:
+        return sum(not ticket.job.priority for ticket, _ in self._active.values())
+
+    def _rank(self, entry: _Entry) -> tuple[bool, int, int, int]:
+        job = entry.job
+        return (
+            not job.priority,
+            self._projects.of(job.project),
+            self._agents.of(job.agent),
+            entry.arrival,
+        )
+
+    def _dispatch(self) -> None:
+        """Admit eligible runs, best first, until none is eligible. Holds the lock."""
+        while not self._closed:
+            eligible = [entry for entry in self._queued if self._eligible(entry.job)]
+            if not eligible:
+                return
+            best = min(eligible, key=self._rank)
+            self._unqueue(best)
+            self._admit(best.job, best.body)
+
+    def _admit(self, job: Job, body: Callable[[Ticket], None]) -> None:
+        self._projects.served(job.project)
+        self._agents.served(job.agent)
+        if not job.priority:
+            self._running_projects[job.project] += 1
+            self._running_agents[job.agent] += 1
+        ticket = Ticket(job, self.lanes)
+        thread = threading.Thread(
+            target=self._drive, args=(ticket, body), name=f"receipt-run-{job.key}", daemon=True
+        )
+        self._active[job.key] = (ticket, thread)
+        thread.start()
+
+    def _drive(self, ticket: Ticket, body: Callable[[Ticket], None]) -> None:
+        try:
+            body(ticket)
+        finally:
+            with self._lock:
+                self._finished(ticket.job)
+                self._dispatch()
+
+    def _finished(self, job: Job) -> None:
+        del self._active[job.key]
+        if not job.priority:
+            self._running_projects[job.project] -= 1
+            self._running_agents[job.agent] -= 1
