@@ -197,9 +197,11 @@ def pkt_lines(data: bytes) -> list[str]:
 
 
 def push(server: Served, source: Path, token: str, fork: str | None, *refspecs: str) -> str:
-    return git(
+    output = git(
         "push", server.remote(token, fork), *(refspecs or ("main",)), cwd=source, check=False
     )
+    print(f"git push {' '.join(refspecs)}: {output}")
+    return output
 
 
 # --- temporary packs ----------------------------------------------------------------------
@@ -571,6 +573,7 @@ def test_bad_ref_names_are_refused_before_anything_is_written(disk_lanes: Lanes)
     fork_dir = server.host._root / PROJECT / "forks" / "fb.git"
     files_before = sorted(p.relative_to(fork_dir) for p in fork_dir.rglob("*"))
     before = disk_lanes.refs()
+    events = len(server.events.published)
     refused = {
         b"refs/heads/\xff": "must be UTF-8",
         b"refs/heads/a\x00b": "not a valid git ref name",
@@ -601,26 +604,20 @@ def test_bad_ref_names_are_refused_before_anything_is_written(disk_lanes: Lanes)
     assert status == 400, (status, report)
     assert sorted(p.relative_to(fork_dir) for p in fork_dir.rglob("*")) == files_before
     assert disk_lanes.refs() == before
-    assert server.events.published == []
+    # the git client itself sends a \xff name; it prints the reason
+    output = push(
+        server, disk_lanes.b_work, "agent-b-token", "fb", os.fsdecode(b"HEAD:refs/heads/\xff")
+    )
+    assert "a ref name must be UTF-8" in output, output
+    assert sorted(p.relative_to(fork_dir) for p in fork_dir.rglob("*")) == files_before
+    assert disk_lanes.refs() == before
+    assert len(server.events.published) == events
 
 
 def _sideband_refusal(server: Served, b_head: str, name: bytes) -> str:
-    url = urlsplit(server.remote("agent-b-token", "fb"))
-    body = pkt(f"{ZERO} {b_head} ".encode() + name + b"\0report-status side-band-64k\n")
-    connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=60)
-    try:
-        connection.request(
-            "POST",
-            f"{url.path}/git-receive-pack",
-            body=body + b"0000" + EMPTY_PACK,
-            headers={
-                "Content-Type": "application/x-git-receive-pack-request",
-                "Authorization": "Basic " + b64encode(b"any:agent-b-token").decode(),
-            },
-        )
-        return connection.getresponse().read().decode("utf-8", "replace")
-    finally:
-        connection.close()
+    """The same push, with side-band: the bad name second (a NUL in the first command line
+    would start git's capability list)."""
+    return _sideband_commands(server, [(ZERO, b_head, b"refs/heads/fine"), (ZERO, b_head, name)])
 
 
 def test_too_many_ref_updates_are_refused(disk_lanes: Lanes) -> None:

@@ -9,6 +9,7 @@ full-check export must stop at its path limit and inside the check's own timeout
 from __future__ import annotations
 
 import dataclasses
+import errno
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from forkhorse.domain.snapshot import (
     ExportTimedOut,
     SnapshotBudget,
 )
+from forkhorse.ports.git import SnapshotReader
 from forkhorse.runner import steps
 from forkhorse.runner.steps import EXPORT_PREFIX, exported_checkout
 
@@ -39,7 +41,6 @@ PROJECT = "proj"
 WIDTH = 300
 RSS_CEILING = 64 * MIB
 BLOCK = 4096  # one written byte takes one filesystem block
-SMALL_EXPORT = ExportLimits(paths=EXPORT.paths // 10)
 LIST_EVERYTHING = 'def check(ctx):\n    return {"ok": len(ctx.list("")) > 0}\n'
 
 
@@ -101,7 +102,7 @@ class _CountedEntries(tuple[Entry, ...]):
 
 
 @pytest.fixture
-def visited(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def visited(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts every tree entry a walk really visits (repeated subtrees every time)."""
     counts: list[int] = []
     original = DulwichSnapshot.listing
@@ -113,7 +114,7 @@ def visited(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return TreeListing(entries, listing.by_name)
 
     monkeypatch.setattr(DulwichSnapshot, "listing", counting)
-    yield counts
+    return counts
 
 
 def test_list_over_a_file_bomb_stops_at_the_listed_path_budget(
@@ -158,52 +159,83 @@ def test_stat_and_read_through_a_bomb_stop_at_the_budget(
     commit = plant_bomb(store, levels=3, leaf=b"y" * 1024)
     budget = SnapshotBudget()
     reader = store.open_snapshot(commit).reader(budget)
-    calls = 0
+    calls: list[str] = []
     with peak_of(rss_bytes) as rss, pytest.raises(BudgetExceeded) as refused:
-        for first in range(WIDTH):
-            for second in range(WIDTH):
-                for third in range(WIDTH):
-                    path = f"bomb/d{first:03d}/d{second:03d}/f{third:03d}"
-                    calls += 1
-                    assert reader.stat(path) == {"size": 1024, "binary": False}
-                    assert reader.read(path) == "y" * 1024
+        _stat_and_read_every_file(reader, calls)
     assert "budget" in str(refused.value)
-    assert calls * 2 <= SNAPSHOT.operations
+    assert len(calls) <= SNAPSHOT.operations
     assert budget.used_bytes <= SNAPSHOT.read_bytes
     assert sum(visited) <= SNAPSHOT.operations
     assert rss.growth < RSS_CEILING, f"RSS grew {rss.growth / MIB:.1f} MiB"
 
 
+def _stat_and_read_every_file(reader: SnapshotReader, calls: list[str]) -> None:
+    """What a module that walks the bomb by name does: stat, then read, every file."""
+    for first in range(WIDTH):
+        for second in range(WIDTH):
+            for third in range(WIDTH):
+                path = f"bomb/d{first:03d}/d{second:03d}/f{third:03d}"
+                calls.append(path)
+                assert reader.stat(path) == {"size": 1024, "binary": False}
+                calls.append(path)
+                assert reader.read(path) == "y" * 1024
+
+
 def test_the_export_of_a_bomb_is_refused_at_the_path_limit(
     store: DiskGitStore, tmp_path: Path, visited: list[int]
 ) -> None:
-    """The rule at a tenth of the default limit (the runner test below uses the default)."""
-    commit = plant_bomb(store, levels=3)
-    out = tmp_path / "checkouts" / "partial"
+    commit = plant_bomb(store, levels=3)  # 27,000,000 paths
+    checkouts = tmp_path / "checkouts"
+    checkouts.mkdir()
     snapshot = store.open_snapshot(commit)
     with (
-        peak_of(lambda: tree_bytes(out.parent), interval=0.05) as disk,
+        peak_of(lambda: tree_bytes(checkouts), interval=0.05) as disk,
         peak_of(rss_bytes) as rss,
         pytest.raises(ExportLimitExceeded) as refused,
     ):
-        snapshot.export_to(out, time.monotonic() + 600, SMALL_EXPORT)
-    assert str(refused.value) == "The checkout exceeds the export limit of 5,000 paths."
-    assert list(out.parent.iterdir()) == [], "a refused export leaves no partial directory"
-    assert sum(visited) <= SMALL_EXPORT.paths + 1  # the entry past the limit is not written
-    assert disk.peak <= SMALL_EXPORT.paths * BLOCK, f"{disk.peak / MIB:.0f} MiB on disk"
+        exported_checkout(checkouts)(snapshot, "execution-1", time.monotonic() + 600)
+    assert str(refused.value) == "The checkout exceeds the export limit of 50,000 paths."
+    assert list(checkouts.iterdir()) == [], "a refused export leaves no partial directory"
+    assert sum(visited) <= EXPORT.paths + 1  # measured, then refused at the first path past
+    assert disk.peak == 0, "the bomb is refused before anything is written"
     assert rss.growth < RSS_CEILING, f"RSS grew {rss.growth / MIB:.1f} MiB"
-    print(f"bomb export: peak {disk.peak / MIB:.1f} MiB on disk, RSS +{rss.growth / MIB:.1f}")
+    print(f"bomb export: {disk.peak} bytes on disk, RSS +{rss.growth / MIB:.1f} MiB")
 
 
-def test_the_tar_export_of_a_bomb_is_refused_at_the_path_limit(
+def test_the_tar_export_of_a_bomb_is_refused_before_its_first_byte(
     store: DiskGitStore, tmp_path: Path
 ) -> None:
     commit = plant_bomb(store, levels=3)
     with (tmp_path / "bomb.tar").open("wb") as archive:
-        with pytest.raises(ExportLimitExceeded, match="5,000 paths"):
-            store.open_snapshot(commit).export_tar(archive, time.monotonic() + 600, SMALL_EXPORT)
-        written = archive.tell()
-    assert written <= SMALL_EXPORT.paths * 3 * 512  # a header or two and a block per path
+        with pytest.raises(ExportLimitExceeded, match="50,000 paths"):
+            store.open_snapshot(commit).export_tar(archive, time.monotonic() + 600)
+        assert archive.tell() == 0
+    with pytest.raises(ExportLimitExceeded, match="50,000 paths"):
+        store.publish_archive(commit, time.monotonic() + 600)
+    assert list((tmp_path / "state" / "archives").iterdir()) == [], "nothing is published"
+
+
+def test_an_export_that_fails_while_writing_leaves_nothing(
+    store: DiskGitStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails part way (here a full disk, injected) removes the partial tree."""
+    commit = plant_bomb(store, levels=2)  # 90,000 paths, within the limits
+    limits = ExportLimits(paths=100_000)
+    written: list[str] = []
+    original = snapshot_module._write_file
+
+    def disk_fills_up(dir_fd: int, entry: Entry, data: bytes) -> None:
+        if len(written) == 500:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(entry.name)
+        original(dir_fd, entry, data)
+
+    monkeypatch.setattr(snapshot_module, "_write_file", disk_fills_up)
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="No space"):
+        store.open_snapshot(commit).export_to(out, time.monotonic() + 600, limits)
+    assert len(written) == 500
+    assert not out.exists()
 
 
 def test_the_export_byte_limit_is_counted_before_writing(
@@ -321,7 +353,8 @@ def test_a_full_check_over_a_bomb_ends_at_the_export_limit_before_any_container(
     world: World,  # noqa: F811
 ) -> None:
     store = world.runtime.git.store(PROJECT)
-    commit = plant_bomb(store, levels=3, checks=checks_file(full("bombed", "true")))
+    bombed = full("bombed", "true", timeout=600)  # the path limit, not the clock, ends it
+    commit = plant_bomb(store, levels=3, checks=checks_file(bombed))
     checkouts = world.runtime.home / "checkouts"
     with peak_of(rss_bytes) as rss:
         run = world.review_commit(commit)

@@ -50,12 +50,15 @@ class GitLimits:
 
     request_bytes: int = 50 * MIB  # one request body, on the wire and decompressed (413)
     lambda_request_bytes: int = 4 * MIB  # API Gateway and Lambda payload ceiling (413)
-    object_bytes: int = 32 * MIB  # one inflated object
-    push_inflated_bytes: int = 256 * MIB  # all inflated objects of one push
-    push_objects: int = 100_000
-    tree_entries: int = 10_000  # entries in one tree object
-    delta_depth: int = 50
-    ref_updates: int = 100  # ref updates in one push
+    # Receive-pack (`adapters/git/ingest.py`): refused with git's `unpack <reason>`, or on
+    # the side-band for the ref checks, before anything is stored or a ref is written.
+    object_bytes: int = 32 * MIB  # one inflated object, from its header, while streaming
+    push_inflated_bytes: int = 256 * MIB  # zlib output plus delta results of one push
+    push_objects: int = 100_000  # objects in one pack (its header); also the most stored
+    # objects one connectivity walk may read, and half the distinct objects a pack may name
+    tree_entries: int = 10_000  # entries in one tree object, counted before it is parsed
+    delta_depth: int = 50  # deltas in one chain (OFS while streaming, REF while resolving)
+    ref_updates: int = 100  # ref updates in one push (pre-receive, before the pack is read)
     clone_inflated_bytes: int = 1 * GIB  # objects of one clone or fetch, counted as sent
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.run import RunRef
-from forkhorse.runner.steps import RunnerDeps, finalize
+from forkhorse.runner.steps import EXPORT_PREFIX, RunnerDeps, finalize
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -28,7 +28,6 @@ else:
 
 INTERRUPTED: tuple[ExecutionStatus, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
 SWEEP_PAGE = 100
-PARTIAL_EXPORT_PREFIX = ".export-"  # an export in progress, renamed into place when whole
 
 
 def finalize_interrupted(deps: RunnerDeps, execution_input: str) -> bool:
@@ -78,7 +77,7 @@ def remove_stale_exports(checkouts: Path, live: frozenset[str]) -> list[Path]:
     stale = [
         entry
         for entry in sorted(checkouts.iterdir())
-        if (not live if entry.name.startswith(PARTIAL_EXPORT_PREFIX) else entry.name not in live)
+        if (not live if entry.name.startswith(EXPORT_PREFIX) else entry.name not in live)
     ]
     for entry in stale:
         shutil.rmtree(entry, ignore_errors=True)

@@ -3,6 +3,11 @@
 It is the local stand-in for Step Functions. It calls the same step functions with the same
 JSON, follows the same choices (discovery, the quick gate, the full poll loop) and routes any
 unexpected failure to the infrastructure-error finalizer, as the state machine's Catch does.
+
+Runs are scheduled fairly (`runner/scheduler.py`): per-project and per-agent limits,
+before-promote runs first, quick and full checks in separate lanes. A superseded run is
+cancelled: queued, it never starts; running, it stops at its next step and its container is
+destroyed; either way its history ends with `ExecutionAborted`, as StopExecution's would.
 """
 
 from __future__ import annotations

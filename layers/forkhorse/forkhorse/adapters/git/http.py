@@ -21,7 +21,7 @@ import base64
 import binascii
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -276,7 +276,7 @@ def _receive_handler(
     refs = _PushRefs(repo.refs)
     repo.refs = refs
     repo.hooks["update"] = _UpdatePolicy(repo, import_only=request.route.fork is None)
-    handler = ReceivePackHandler(
+    handler = _ReceivePack(
         _OneRepoBackend(repo), ["/"], proto, stateless_rpc=True, advertise_refs=advertise
     )
     return handler, refs
@@ -405,6 +405,24 @@ class _PushRefs(RefsContainer):
 
 def _sha_or_none(value: bytes) -> str | None:
     return None if value == ZERO_SHA else value.decode("ascii")
+
+
+class _ReceivePack(ReceivePackHandler):
+    """dulwich's receive-pack, reporting every ref as git does when the pack is refused
+    (`ng <ref> unpacker error` after `unpack <reason>`), so the client prints the reason and
+    each ref as rejected rather than unreported."""
+
+    def _apply_pack(
+        self, refs: list[tuple[ObjectID, ObjectID, Ref]]
+    ) -> Iterator[tuple[bytes, bytes]]:
+        statuses = super()._apply_pack(refs)
+        unpack = next(statuses)
+        yield unpack
+        if unpack[1] != b"ok":
+            for _, _, ref in refs:
+                yield ref, b"unpacker error"
+            return
+        yield from statuses
 
 
 class _UpdatePolicy(Hook):

@@ -10,8 +10,9 @@ are regular files.
 Walks charge what they visit. `list` charges every tree entry it walks, every time, so a
 subtree reached through many names (a tree bomb) costs what it expands to; the walk is a
 generator that stops at the first entry or path past the budget, never building the list
-first. The exports charge every path and byte they write against `ExportLimits` and check
-the check's deadline before every entry.
+first. The exports measure every path and byte against `ExportLimits` before writing any
+(headers only), charge them again as they write, and check the check's deadline before
+every entry.
 
 `stat` materializes an 8 KiB sample of a whole object and charges that. A delta object in
 a pack cannot be sampled without dulwich resolving its whole chain and rebuilding the
@@ -185,13 +186,15 @@ class DulwichSnapshot:
     ) -> None:
         """Write the exact tree into an empty or new directory, never following a link.
 
-        Stops with ExportLimitExceeded or ExportTimedOut (`deadline` is a `time.monotonic`
-        reading) and then removes what it wrote, so no partial checkout remains.
+        Refuses with ExportLimitExceeded before writing anything (see `measure`), or with
+        ExportTimedOut (`deadline` is a `time.monotonic` reading) at any entry, and then
+        removes what it wrote, so no partial checkout remains.
         """
+        if dest_dir.exists() and any(dest_dir.iterdir()):
+            raise FileExistsError("The export directory must be empty.")
+        self.measure(deadline, limits)
         created = not dest_dir.exists()
         dest_dir.mkdir(parents=True, exist_ok=True)
-        if any(dest_dir.iterdir()):
-            raise FileExistsError("The export directory must be empty.")
         try:
             self._write_tree(dest_dir, _ExportBlobs(self, ExportBudget(limits, deadline)))
         except BaseException:
@@ -203,8 +206,10 @@ class DulwichSnapshot:
     ) -> None:
         """Stream the exact tree as a deterministic POSIX tar archive, bounded as `export_to`.
 
-        On a refusal the archive is left unfinished; the caller discards `dest`.
+        A tree past the limits is refused before the first byte; on a timeout the archive
+        is left unfinished and the caller discards `dest`.
         """
+        self.measure(deadline, limits)
         budget = ExportBudget(limits, deadline)
         blobs = _ExportBlobs(self, budget)
         with tarfile.open(fileobj=dest, mode="w|", format=tarfile.PAX_FORMAT) as archive:
@@ -220,6 +225,18 @@ class DulwichSnapshot:
                         target = blobs.charged(entry)
                         info.linkname = target.decode("utf-8", "surrogateescape")
                     archive.addfile(info)
+
+    def measure(self, deadline: float | None = None, limits: ExportLimits = EXPORT) -> None:
+        """Walk the tree as an export would, writing nothing, and refuse it past a limit.
+
+        Costs one pass over cached listings and blob headers (no content), so a tree bomb
+        is refused before the export spends any disk on it.
+        """
+        budget = ExportBudget(limits, deadline)
+        for level, _, entry in self._preorder():
+            budget.charge_path(level)
+            if entry.kind in ("file", "symlink"):
+                budget.charge_bytes(self.blob_size(entry.sha))
 
     def _write_tree(self, dest_dir: Path, blobs: _ExportBlobs) -> None:
         # open_dirs[n] is the directory holding entries n + 1 levels deep.
