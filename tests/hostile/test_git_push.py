@@ -358,6 +358,8 @@ def test_b_cannot_point_its_fork_at_a_head_nor_reference_a_objects(
     mine = commit_all(lanes.b_work, "B's work")
     output = push(server, lanes.b_work, "agent-b-token", "fb")
     assert server.store.head("fb") == mine, output
+    output = push(server, lanes.b_work, "agent-b-token", "fb", "main:refs/heads/copy")
+    assert server.store.refs("fb")["refs/heads/copy"] == mine, output  # no new objects
     assert {k: v for k, v in lanes.refs().items() if k != "fb"} == {
         k: v for k, v in before.items() if k != "fb"
     }
@@ -366,7 +368,7 @@ def test_b_cannot_point_its_fork_at_a_head_nor_reference_a_objects(
     git("clone", "-q", "--mirror", server.remote("agent-b-token", "fb"), str(clone), cwd=tmp_path)
     for sha in (secret, lanes.secret_tree, lanes.secret_blob, lanes.secret_app):
         assert "fatal" in git("cat-file", "-t", sha, cwd=clone, check=False).lower(), sha
-    assert set(server.store.refs("fb")) == {"refs/heads/main"}
+    assert set(server.store.refs("fb")) == {"refs/heads/main", "refs/heads/copy"}
     assert_no_spools(server)
 
 
@@ -427,11 +429,9 @@ def _fan_out(base_entry: bytes, copy_all: bytes, count: int) -> list[bytes]:
     return entries
 
 
-def test_a_pack_bomb_is_refused_with_memory_bounded(
-    disk_lanes: Lanes, bombs: dict[str, bytes]
-) -> None:
-    server = disk_lanes.server
-    before = disk_lanes.refs()
+def test_a_pack_bomb_is_refused_with_memory_bounded(lanes: Lanes, bombs: dict[str, bytes]) -> None:
+    server = lanes.server
+    before = lanes.refs()
     results: dict[str, tuple[int, float, list[str]]] = {}
     for name, pack in bombs.items():
         assert len(pack) < 2 * MIB, (name, len(pack))
@@ -441,7 +441,7 @@ def test_a_pack_bomb_is_refused_with_memory_bounded(
                 server,
                 "agent-b-token",
                 "fb",
-                [(disk_lanes.b_head, "1" * 40, b"refs/heads/x")],
+                [(lanes.b_head, "1" * 40, b"refs/heads/x")],
                 pack,
             )
         results[name] = (memory.growth, time.monotonic() - started, report)
@@ -451,7 +451,8 @@ def test_a_pack_bomb_is_refused_with_memory_bounded(
         assert_no_spools(server)
     for name, (growth, seconds, report) in results.items():
         print(
-            f"pack bomb {name!r}: {len(bombs[name]) / MIB:.2f} MiB pack, "
+            f"pack bomb {name!r} ({type(server.host).__name__}): "
+            f"{len(bombs[name]) / MIB:.2f} MiB pack, "
             f"peak RSS growth {growth / MIB:.1f} MiB, {seconds:.2f} s: {report[0]}"
         )
     assert "inflates to more than 268435456 bytes" in results["32 x 32 MiB blobs"][2][0]
@@ -459,7 +460,7 @@ def test_a_pack_bomb_is_refused_with_memory_bounded(
     assert "inflates past the 1024 bytes its header declares" in results["lying header"][2][0]
     assert "inflates to more than 268435456 bytes" in results["delta fan-out"][2][0]
     assert all(growth < CEILING for growth, _, _ in results.values()), results
-    assert disk_lanes.refs() == before
+    assert lanes.refs() == before
 
 
 def test_a_pack_claiming_four_billion_objects_is_refused(disk_lanes: Lanes) -> None:
@@ -497,7 +498,8 @@ def test_a_too_large_object_is_refused_through_the_git_client(disk_lanes: Lanes)
     commit_all(work, "big")
     output = push(server, work, "agent-b-token", "fb")
     assert f"inflates to {GIT.object_bytes + 1} bytes; the limit is {GIT.object_bytes}" in output
-    assert "unpack" in output  # git prints: error: remote unpack failed: <reason>
+    assert "error: remote unpack failed:" in output
+    assert "[remote rejected] main -> main (unpacker error)" in output
     assert server.store.head("fb") == disk_lanes.b_head
     assert_no_spools(server)
 
@@ -706,3 +708,59 @@ def test_failed_pushes_leave_no_temporary_pack_and_stale_ones_are_swept(
     DiskGitHost(tmp_path / "other").store(PROJECT)
     assert sweep_stale_spools(objects) == 2
     assert spools(objects) == []
+
+
+def test_objects_anywhere_in_readable_history_may_be_named(disk_lanes: Lanes) -> None:
+    """The rule is reachability, not the tip's tree: a blob that only canonical's history
+    holds (deleted since) may be named without being sent."""
+    from forkhorse.domain.git_access import mint_canonical_write_capability
+
+    from tests.support.gitrepo import commit_files
+
+    server, store = disk_lanes.server, disk_lanes.server.store
+    old = commit_files(store, {"gone.txt": "deleted later\n"}, parent=disk_lanes.canonical)
+    newer = commit_files(store, {"README.md": "hello again\n"}, parent=old)
+    capability = mint_canonical_write_capability(PROJECT)
+    assert store.update_canonical_ref(capability, "refs/heads/main", disk_lanes.canonical, newer)
+    gone = store.read_tree(store.read_commit(old).tree)[0].sha
+    tree = tree_bytes([(b"back.txt", 0o100644, gone)])
+    commit = commit_bytes(object_id(TREE, tree), [disk_lanes.b_head])
+    _, report = receive_pack(
+        server,
+        "agent-b-token",
+        "fb",
+        [(disk_lanes.b_head, object_id(COMMIT, commit), b"refs/heads/main")],
+        build_pack([whole(TREE, tree), whole(COMMIT, commit)]),
+    )
+    assert report == ["unpack ok", "ok refs/heads/main"], report
+
+
+def test_the_connectivity_walk_reads_at_most_its_budget(disk_lanes: Lanes) -> None:
+    """A name that is nowhere costs one bounded walk, however long the readable history."""
+    from forkhorse.adapters.git.ingest import Readable
+
+    from tests.support.gitrepo import commit_files
+
+    store = disk_lanes.server.store
+    head = store.head()
+    for number in range(300):
+        head = commit_files(store, {"n.txt": f"{number}\n", "d/x": f"{number}\n"}, parent=head)
+    objects = store.objects
+    reads = []
+    original = objects.get_raw
+
+    def counted(sha: Any) -> Any:
+        reads.append(sha)
+        return original(sha)
+
+    objects.get_raw = counted  # type: ignore[method-assign]
+    unlimited = Readable(objects, [head.encode()], budget=10_000)
+    assert unlimited.find({b"e" * 40}) == set()
+    full_walk = len(reads)
+    reads.clear()
+    bounded = Readable(objects, [head.encode()], budget=100)
+    started = time.monotonic()
+    assert bounded.find({b"e" * 40}) == set()
+    assert len(reads) <= 100
+    assert full_walk > 900  # 300 commits, each with a root tree and a subtree
+    print(f"bounded walk: {len(reads)} reads of {full_walk}, {time.monotonic() - started:.3f} s")

@@ -151,6 +151,7 @@ def test_list_over_a_directory_bomb_stops_at_the_operations_budget(
     assert budget.used_operations <= SNAPSHOT.operations
     assert budget.used_operations > SNAPSHOT.operations - WIDTH  # stopped when spent
     assert rss.growth < RSS_CEILING, f"RSS grew {rss.growth / MIB:.1f} MiB"
+    print(f"dir bomb list: {sum(visited)} entries visited, RSS +{rss.growth / MIB:.1f} MiB")
 
 
 def test_stat_and_read_through_a_bomb_stop_at_the_budget(
@@ -167,6 +168,7 @@ def test_stat_and_read_through_a_bomb_stop_at_the_budget(
     assert budget.used_bytes <= SNAPSHOT.read_bytes
     assert sum(visited) <= SNAPSHOT.operations
     assert rss.growth < RSS_CEILING, f"RSS grew {rss.growth / MIB:.1f} MiB"
+    print(f"bomb stat/read: {len(calls)} calls, RSS +{rss.growth / MIB:.1f} MiB")
 
 
 def _stat_and_read_every_file(reader: SnapshotReader, calls: list[str]) -> None:
@@ -297,6 +299,7 @@ def test_stat_on_a_large_delta_blob_is_refused_before_it_is_rebuilt(
     assert budget.used_bytes == 0
     assert rss.growth < RSS_CEILING
     assert len(body) > SNAPSHOT.read_bytes
+    print(f"large delta stat: refused, RSS +{rss.growth / MIB:.1f} MiB")
 
 
 def test_stat_on_a_small_delta_blob_charges_the_whole_blob(tmp_path: Path) -> None:
@@ -346,6 +349,7 @@ def test_a_quick_check_listing_a_bomb_fails_on_its_budget(world: World) -> None:
     assert (check.name, check.outcome) == ("lister", "failed")
     assert check.message == "The check exceeded its budget of 2000 listed paths."
     assert rss.growth < RSS_CEILING, f"RSS grew {rss.growth / MIB:.1f} MiB"
+    print(f"quick check listing a bomb: RSS +{rss.growth / MIB:.1f} MiB")
 
 
 @pytest.mark.podman
@@ -368,6 +372,7 @@ def test_a_full_check_over_a_bomb_ends_at_the_export_limit_before_any_container(
     assert world.containers.started == [], "no container starts when the export failed"
     assert not [path for path in checkouts.rglob("*") if path.name.startswith(EXPORT_PREFIX)]
     assert rss.growth < RSS_CEILING, f"RSS grew {rss.growth / MIB:.1f} MiB"
+    print(f"full check over a bomb: RSS +{rss.growth / MIB:.1f} MiB")
 
 
 @pytest.mark.podman

@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import os
-import stat
 import time
 import unicodedata
 import zlib
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from dulwich.errors import ApplyDeltaError, ObjectFormatException
-from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile, Tag, Tree, parse_tree
+from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile, Tag, parse_tree
 from dulwich.pack import apply_delta, extend_pack
 from dulwich.refs import Ref, check_ref_format
 
@@ -68,6 +67,7 @@ _RETAINED_TREE_BYTES = 32 * MIB  # pushed trees kept for the path-guided connect
 _EDGES = 16  # readable commits the pushed trees are compared with, path by path
 _HINT_STEPS = 1_000  # history a parent named by the pack is looked for, before the full walk
 _TREE_CACHE = 256
+_ENTRIES_PER_READ = 10  # a connectivity walk looks at most 10 tree entries per object read
 _TAG_CHAIN = 16
 _SHOWN_MISSING = 3
 STALE_SPOOL_SECONDS = 3600  # a temporary pack this old belongs to no running push
@@ -365,25 +365,22 @@ class _Received:
             raise PushRefused(f"the pack holds object {sha.decode()} twice")
         self.types[sha] = type_num
         what = f"{_TYPE_NAMES[type_num].decode()} {sha.decode()}"
-        if type_num == _TREE:
-            _count_tree_entries(data, self.limits, what)
         if type_num == _BLOB:
+            return
+        if type_num == _TREE:
+            self._refer(what, _checked_tree(data, self.limits, what))
+            if self._retained + len(data) <= _RETAINED_TREE_BYTES:
+                self.trees[sha] = data
+                self._retained += len(data)
             return
         parsed = _parsed(type_num, data, what)
         if isinstance(parsed, Commit):
             self.commits[sha] = (parsed.tree, tuple(parsed.parents))
-            self._refer(what, parsed.tree, *parsed.parents)
-        elif isinstance(parsed, Tree):
-            self._refer(
-                what, *(item.sha for item in parsed.iteritems() if not _is_gitlink(item.mode))
-            )
-            if self._retained + len(data) <= _RETAINED_TREE_BYTES:
-                self.trees[sha] = data
-                self._retained += len(data)
+            self._refer(what, [parsed.tree, *parsed.parents])
         elif isinstance(parsed, Tag):
-            self._refer(what, parsed.object[1])
+            self._refer(what, [parsed.object[1]])
 
-    def _refer(self, what: str, *shas: bytes) -> None:
+    def _refer(self, what: str, shas: Iterable[bytes]) -> None:
         self.referenced.update(shas)
         ceiling = 2 * self.limits.push_objects
         if len(self.referenced) > ceiling:
@@ -393,8 +390,35 @@ class _Received:
             )
 
 
-def _is_gitlink(mode: int) -> bool:
-    return stat.S_IFMT(mode) == 0o160000
+_DIR, _GITLINK = 0o040000, 0o160000
+_TREE_MODES = frozenset({0o100644, 0o100755, 0o100664, 0o120000, _DIR, _GITLINK})
+_BAD_NAMES = frozenset({b"", b".", b"..", b".git"})
+
+
+def _checked_tree(data: bytes, limits: GitLimits, what: str) -> list[bytes]:
+    """A pushed tree, checked as git's fsck does (entry count first, then format, modes,
+    names, order and duplicates); returns the SHAs it references (submodules aside)."""
+    if data.count(b"\0") > limits.tree_entries:  # every entry has one NUL, SHAs may add some
+        _count_tree_entries(data, limits, what)
+    try:
+        entries = parse_tree(data, _SHA_BYTES, strict=True)
+    except (ObjectFormatException, ValueError) as bad:
+        raise PushRefused(f"{what} is malformed ({_one_line(bad)})") from bad
+    # Whole-list checks, so a tree of many entries costs C loops, not Python ones.
+    names = [name for name, _, _ in entries]
+    if not {mode for _, mode, _ in entries} <= _TREE_MODES:
+        raise PushRefused(f"{what} is malformed (an entry has an invalid mode)")
+    if len(set(names)) != len(names):
+        raise PushRefused(f"{what} is malformed (duplicate entries)")
+    keys = [name + b"/" if mode == _DIR else name for name, mode, _ in entries]
+    if keys != sorted(keys):
+        raise PushRefused(f"{what} is malformed (entries not sorted)")
+    joined = b"\0" + b"\0".join(names).lower() + b"\0"
+    if names and (b"/" in joined or any(b"\0" + bad + b"\0" in joined for bad in _BAD_NAMES)):
+        raise PushRefused(
+            f"{what} is malformed (an entry is named '', '.', '..', '.git' or has '/')"
+        )
+    return [sha for _, mode, sha in entries if mode != _GITLINK]
 
 
 def _count_tree_entries(data: bytes, limits: GitLimits, what: str) -> None:
@@ -505,7 +529,7 @@ class _Resolver:
         inflater = zlib.decompressobj()
         out = bytearray()
         remaining = entry.data_end - entry.data_start
-        while remaining > 0 and not inflater.eof:
+        while remaining > 0 and not inflater.eof and len(out) <= entry.stream_size:
             chunk = self._spool.read(min(_STEP, remaining))
             if not chunk:
                 break
@@ -524,11 +548,13 @@ class _Exhausted(Exception):
 class Readable:
     """Objects reachable from the refs a pusher may read, proven by bounded walks.
 
-    Each `find` reads at most `budget` stored objects. It looks where a git client's thin
-    pack points first (the pushed trees against their readable parent commits, path by
-    path), then walks the parents' whole trees, then the rest of the readable history,
-    newest first, with every tree walked once. It stops as soon as everything wanted is
-    found; an object it cannot find costs the whole walk, found in the store or not.
+    Each `find` reads at most `budget` stored objects (`push_objects`) and looks at most
+    `_ENTRIES_PER_READ` times as many tree entries, so wide trees are bounded too. It looks
+    where a git client's thin pack points first (the pushed trees against their readable
+    parent commits, path by path), then walks the parents' whole trees, then the rest of
+    the readable history, newest first, with every tree walked once. It stops as soon as
+    everything wanted is found; an object it cannot find costs the whole walk (or the
+    budget), found in the store or not.
     """
 
     def __init__(self, objects: BaseObjectStore, tips: Iterable[bytes], budget: int) -> None:
@@ -541,8 +567,9 @@ class Readable:
         self._tagged: set[bytes] = set()  # tag objects and non-commit objects the tips name
         self._tip_trees: list[bytes] = []
         self._started = False
-        self._trees: OrderedDict[bytes, list[tuple[bytes, int, bytes]] | None] = OrderedDict()
+        self._trees: OrderedDict[bytes, _Listing | None] = OrderedDict()
         self._spent = 0
+        self._spent_entries = 0
         self._remaining: set[bytes] = set()
         self._found: set[bytes] = set()
 
@@ -553,6 +580,7 @@ class Readable:
         self._remaining = set(wanted)
         self._found = set()
         self._spent = 0
+        self._spent_entries = 0
         try:
             self._start()
             for sha in list(self._remaining):
@@ -608,27 +636,19 @@ class Readable:
                 continue
             pairs.add((new, old))
             self._hit(old)
-            entries = self._tree(old)
-            if entries is None:
+            listing = self._tree(old)
+            if listing is None:
                 continue
-            by_name: dict[bytes, tuple[int, bytes]] = {}
-            for name, mode, sha in entries:
-                if not _is_gitlink(mode):
-                    self._hit(sha)
-                by_name[name] = (mode, sha)
+            self._hit_all(listing.shas)
             raw = pack.trees.get(new)
             if raw is None:
                 continue
             for name, mode, sha in parse_tree(raw, _SHA_BYTES):
-                previous = by_name.get(name)
-                if (
-                    previous is not None
-                    and stat.S_ISDIR(mode)
-                    and stat.S_ISDIR(previous[0])
-                    and previous[1] != sha
-                    and sha in pack.trees
-                ):
-                    todo.append((sha, previous[1]))
+                if mode != _DIR or sha not in pack.trees:
+                    continue
+                previous = listing.dirs.get(name)
+                if previous is not None and previous != sha:
+                    todo.append((sha, previous))
 
     def _walk(self, root: bytes, visited: set[bytes]) -> None:
         todo = [root]
@@ -638,12 +658,10 @@ class Readable:
                 continue
             visited.add(tree)
             self._hit(tree)
-            for _, mode, sha in self._tree(tree) or ():
-                if _is_gitlink(mode):
-                    continue
-                self._hit(sha)
-                if stat.S_ISDIR(mode) and sha not in visited:
-                    todo.append(sha)
+            listing = self._tree(tree)
+            if listing is not None:
+                self._hit_all(listing.shas)
+                todo.extend(sha for sha in listing.dirs.values() if sha not in visited)
 
     # History ----------------------------------------------------------------------------
     def _start(self) -> None:
@@ -708,9 +726,15 @@ class Readable:
             self._remaining.discard(sha)
             self._found.add(sha)
 
+    def _hit_all(self, shas: frozenset[bytes]) -> None:
+        found = self._remaining.intersection(shas)
+        if found:
+            self._remaining -= found
+            self._found |= found
+
     def _read(self, sha: bytes) -> tuple[int, bytes] | None:
         self._spent += 1
-        if self._spent > self._limit:
+        if self._spent > self._limit or self._spent_entries > self._limit * _ENTRIES_PER_READ:
             raise _Exhausted()
         try:
             type_num, data = self._objects.get_raw(ObjectID(sha))
@@ -718,21 +742,35 @@ class Readable:
             return None
         return type_num, bytes(data)
 
-    def _tree(self, sha: bytes) -> list[tuple[bytes, int, bytes]] | None:
+    def _tree(self, sha: bytes) -> _Listing | None:
         if sha in self._trees:
             self._trees.move_to_end(sha)
             return self._trees[sha]
         read = self._read(sha)
-        entries: list[tuple[bytes, int, bytes]] | None = None
+        listing: _Listing | None = None
         if read is not None and read[0] == _TREE:
             try:
                 entries = list(parse_tree(read[1], _SHA_BYTES))
             except (ObjectFormatException, ValueError):
                 entries = None
-        self._trees[sha] = entries
+            if entries is not None:
+                self._spent_entries += len(entries)
+                listing = _Listing(
+                    frozenset(sha for _, mode, sha in entries if mode != _GITLINK),
+                    {name: sha for name, mode, sha in entries if mode == _DIR},
+                )
+        self._trees[sha] = listing
         while len(self._trees) > _TREE_CACHE:
             self._trees.popitem(last=False)
-        return entries
+        return listing
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """A stored tree as the walks need it: what it names, and its subtrees by name."""
+
+    shas: frozenset[bytes]
+    dirs: dict[bytes, bytes]
 
 
 def _commit_fields(raw: bytes) -> tuple[bytes | None, tuple[bytes, ...], int]:

@@ -9,8 +9,9 @@ What is decompressed, in the worst case:
   bytes of the delta itself (about 20 bytes of output). The sample cannot be taken from a
   prefix, because delta instructions may copy from anywhere in the base, so dulwich
   resolves the whole chain: every delta in it and its base object are decompressed in
-  full and the complete blob is rebuilt in memory. Only the first 8 KiB is kept and charged,
-  and the snapshot caches the result per blob so a repeated `stat` never redoes it.
+  full and the complete blob is rebuilt in memory. So `stat` charges a delta blob's whole
+  size, refusing it before the rebuild when that is past the byte budget; the snapshot
+  caches the result per blob so a repeated `stat` never redoes it.
 """
 
 from __future__ import annotations
