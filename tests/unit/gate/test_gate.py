@@ -174,3 +174,16 @@ def test_consent_for_another_commit() -> None:
     assert [reason_code(r) for r in consent_reasons(approval, COMMIT)] == ["consent"]
     assert [reason_code(r) for r in consent_reasons(None, COMMIT)] == ["consent"]
     assert consent_reasons(approval, "e" * 40) == []
+
+
+def test_a_full_check_listed_before_a_quick_check_still_passes() -> None:
+    """The record runs quick checks first whatever the file order; the gate compares in the
+    same order, so listing `full` first must not make required mode unpassable."""
+    full_first = (
+        '[{"name":"full","tier":"full","image":"busybox","run":"true"},'
+        f'{{"name":"quick","tier":"quick","module":"{MODULE}"}}]'
+    )
+    evidence = _evidence(definitions=Definitions(checks=parse_checks(full_first)))
+    assert validate_required(evidence) == []
+    swapped = _record(checks=list(reversed(_record().checks)))
+    assert "incomplete" in _codes(replace(evidence, record=swapped))

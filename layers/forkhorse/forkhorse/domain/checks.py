@@ -7,6 +7,7 @@ which the runner records as an `infrastructure-error` with `InvalidChecksConfig`
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -77,6 +78,11 @@ class FullCheckDef(BaseModel):
 
 
 type CheckDef = QuickCheckDef | FullCheckDef
+
+
+def in_run_order(checks: Sequence[CheckDef]) -> list[CheckDef]:
+    """Quick checks first, each tier in file order: the order a run records them in."""
+    return [c for c in checks if c.tier == "quick"] + [c for c in checks if c.tier == "full"]
 
 
 def parse_checks(text: str) -> list[CheckDef]:

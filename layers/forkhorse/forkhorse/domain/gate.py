@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
-from forkhorse.domain.checks import CheckDef, QuickCheckDef, quick_module_digest
+from forkhorse.domain.checks import CheckDef, QuickCheckDef, in_run_order, quick_module_digest
 from forkhorse.domain.model import Approval, Execution
 from forkhorse.domain.receipts import (
     MOCKED_EVIDENCE,
@@ -179,7 +179,8 @@ def _definition_reasons(evidence: GateEvidence, record: ReceiptRecord) -> list[s
         return [_reason("incomplete", f"The commit's checks are invalid: {definitions.error}")]
     if definitions.absent or not definitions.checks:
         return [_reason("incomplete", "The commit declares no checks.")]
-    declared = [definition.name for definition in definitions.checks]
+    ordered = in_run_order(definitions.checks)
+    declared = [definition.name for definition in ordered]
     recorded = [check.name for check in record.checks]
     if declared != recorded:
         return [
@@ -189,7 +190,7 @@ def _definition_reasons(evidence: GateEvidence, record: ReceiptRecord) -> list[s
             )
         ]
     reasons: list[str] = []
-    for definition, check in zip(definitions.checks, record.checks, strict=True):
+    for definition, check in zip(ordered, record.checks, strict=True):
         reasons += _check_reasons(evidence, definition, check)
     return reasons
 
