@@ -6,6 +6,7 @@ import pytest
 from forkhorse.domain.canonical import canonical_bytes, digest_of
 from forkhorse.domain.receipts import SKIPPED_FULL_MESSAGE
 from forkhorse.records import get_json
+from forkhorse.runner.steps import UNATTACHED_MESSAGE
 
 from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import (
@@ -141,5 +142,7 @@ def test_an_expired_claim_leaves_the_record_unattached(world: World) -> None:
     assert world.store.release_claim("packet-1", "agent-1")
     world.run(run)
     summary = world.summary(run.review_id)
-    assert summary.status == "passed"
     assert summary.digest is None, "no live claim, no attach"
+    assert summary.status == "infrastructure-error", "a null digest never reads as passed"
+    assert [c.outcome for c in summary.checks] == ["passed", "infrastructure-error"]
+    assert summary.checks[-1].message == UNATTACHED_MESSAGE

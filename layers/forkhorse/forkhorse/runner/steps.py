@@ -67,6 +67,11 @@ from forkhorse.ports.store import Store
 log = logging.getLogger(__name__)
 
 CONFIG_CHECK_NAME = CHECKS_PATH
+ATTACH_CHECK_NAME = "receipt attach"
+UNATTACHED_MESSAGE = (
+    "The packet's claim was not live when the receipt finished, so the record was not "
+    "attached; claim the packet and request the review again."
+)
 UNREADABLE_CONFIG = f"{CHECKS_PATH} could not be read from the reviewed commit."
 SNAPSHOT_UNAVAILABLE = "The snapshot could not be opened."
 EXPORT_PREFIX = ".export-"  # a partial checkout under the checkouts directory
@@ -486,8 +491,19 @@ def _publish(
 
 
 def _publish_unattached(deps: RunnerDeps, run: RunRef, final: ReceiptSummary) -> None:
-    """Attach refused (the claim lapsed): the run ends visibly with no digest."""
-    deps.store.update_summary(run.review_id, run.generation, final)
+    """Attach refused (the claim lapsed): the record exists but is no evidence for this
+    review, so the run must not read as passed with a null digest; it says why instead."""
+    row = SummaryCheck(
+        name=ATTACH_CHECK_NAME,
+        tier="quick",
+        message=UNATTACHED_MESSAGE,
+        outcome="infrastructure-error",
+        duration_ms=None,
+    )
+    unattached = final.model_copy(
+        update={"status": "infrastructure-error", "checks": [*final.checks, row]}
+    )
+    deps.store.update_summary(run.review_id, run.generation, unattached)
 
 
 def _finalize_invalid(deps: RunnerDeps, run: RunRef, message: str) -> dict[str, Any]:
