@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 from forkhorse.domain.model import Approval, Execution, Packet, Review
-from forkhorse.domain.receipts import running_summary
+from forkhorse.domain.receipts import INTERRUPTED, running_summary
 from forkhorse.ports.store import Store
 from forkhorse.records import put_record
 
@@ -255,6 +255,10 @@ def test_restart_recovery_turns_running_into_infrastructure_errors(store: Store)
         90_000,
     )
     assert summary.finished_at == "2026-10-12T16:56:30.000Z"
+    assert [(c.outcome, c.message) for c in summary.checks][-1] == (
+        "infrastructure-error",
+        INTERRUPTED,
+    ), "the row a restart writes says what happened"
     rec = record(generation="g9")
     digest = put_record(store, rec)
     assert not store.attach("r2", COMMIT, "g9", "review-created", digest, final_summary(rec), LIVE)

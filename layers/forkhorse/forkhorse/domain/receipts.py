@@ -179,16 +179,33 @@ class ReceiptRecord(_Wire):
         )
 
 
+INTERRUPTED_CHECK_NAME = "receipt run"
+INTERRUPTED = (
+    "Interrupted: the receipt run stopped (a restart or a failed execution) before this "
+    "finished; request the review again."
+)
+
+
 def interrupted_summary(summary: ReceiptSummary, now: datetime) -> ReceiptSummary:
     """What a restart makes of a running summary: an infrastructure error, no digest."""
     started = parse_timestamp(summary.started_at)
     elapsed_ms = max(0, int((now - started).total_seconds() * 1000))
     checks = [
-        check.model_copy(update={"outcome": "infrastructure-error"})
+        check.model_copy(update={"outcome": "infrastructure-error", "message": INTERRUPTED})
         if check.outcome == "running"
         else check
         for check in summary.checks
     ]
+    if not any(check.outcome == "running" for check in summary.checks):
+        checks.append(
+            SummaryCheck(
+                name=INTERRUPTED_CHECK_NAME,
+                tier="quick",
+                message=INTERRUPTED,
+                outcome="infrastructure-error",
+                duration_ms=None,
+            )
+        )
     return summary.model_copy(
         update={
             "status": "infrastructure-error",
