@@ -318,10 +318,19 @@ def test_returning_something_that_is_not_a_valid_result(
     assert record.message.startswith("The check returned an invalid result")
 
 
-def test_returning_a_1_mb_message(run_module: RunModule) -> None:
-    record = run_module("def check(ctx):\n    return {'ok': True, 'message': 'x' * 1_000_000}\n")
-    assert_never_passed(record)
-    assert record.message == "The check returned a message longer than 4 KiB."
+def test_a_1_mb_message_is_cut_to_4_kib_and_the_verdict_stands(run_module: RunModule) -> None:
+    """The spec limits the message, not the check: its first 4 KiB are kept (on a character
+    boundary) and the cut is said; a passing check still passes."""
+    record = run_module("def check(ctx):\n    return {'ok': True, 'message': 'é' * 1_000_000}\n")
+    assert record.outcome == "passed"
+    assert len(record.message.encode("utf-8")) <= 4 * 1024
+    assert record.message.startswith("é" * 2000)
+    assert record.message.endswith("[message cut at 4 KiB]")
+    failing = run_module("def check(ctx):\n    return {'ok': False, 'message': 'x' * 9000}\n")
+    assert (failing.outcome, failing.message.endswith("[message cut at 4 KiB]")) == (
+        "failed",
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -350,17 +359,23 @@ def test_returning_a_1_mb_message(run_module: RunModule) -> None:
     ],
 )
 def test_ctx_calls_with_traversal_paths(run_module: RunModule, call: str) -> None:
+    """A rejected path reads nothing; the refusal is that call's error. A module that lets it
+    propagate fails; one that handles it keeps its own verdict (the spec rejects the path,
+    not the check), and in neither case does anything leak."""
     source = f"""\
 def check(ctx):
     try:
         leaked = {call}
-    except Exception:
-        leaked = None
-    return {{"ok": True, "message": "caught the refusal: %r" % (leaked,)}}
+    except Exception as refusal:
+        return {{"ok": True, "message": "refused: %s" % (refusal,)}}
+    return {{"ok": False, "message": "leaked: %r" % (leaked,)}}
 """
     record = run_module(source)
-    assert_never_passed(record)
-    assert record.outcome == "failed"
+    assert record.outcome == "passed", record.message
+    assert record.message.startswith("refused: ")
+    unhandled = run_module(f"def check(ctx):\n    {call}\n    return {{'ok': True}}\n")
+    assert_never_passed(unhandled)
+    assert unhandled.outcome == "failed"
 
 
 def test_exceeding_the_byte_budget(run_module: RunModule) -> None:

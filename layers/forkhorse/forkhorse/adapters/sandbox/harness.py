@@ -21,6 +21,7 @@ import sys
 FRAME_HEADER_BYTES = 4
 CAPABILITY_BYTES = 32
 MESSAGE_LIMIT_BYTES = 4 * 1024
+MESSAGE_CUT_NOTE = b" [message cut at 4 KiB]"
 
 # Child -> parent ops.
 OP_SOURCE = b"M"  # fetch the module source (its path is fixed by the parent)
@@ -251,10 +252,16 @@ def _verdict(result: object) -> tuple[bytes, bytes]:
     verdict = b"1" if ok else b"0"
     if message is None:
         return OP_DONE, verdict
-    encoded = message.encode("utf-8", "replace")
-    if len(encoded) > MESSAGE_LIMIT_BYTES:
-        return OP_INVALID, b"long"
-    return OP_DONE, verdict + b"\0" + encoded
+    return OP_DONE, verdict + b"\0" + _within_limit(message.encode("utf-8", "replace"))
+
+
+def _within_limit(encoded: bytes) -> bytes:
+    """The spec bounds a message, not the check: keep its first 4 KiB on a character
+    boundary and say that it was cut."""
+    if len(encoded) <= MESSAGE_LIMIT_BYTES:
+        return encoded
+    room = MESSAGE_LIMIT_BYTES - len(MESSAGE_CUT_NOTE)
+    return encoded[:room].decode("utf-8", "ignore").encode("utf-8") + MESSAGE_CUT_NOTE
 
 
 def _limit_hit(error: BaseException | None) -> bytes:

@@ -375,8 +375,9 @@ class QuickCheckSession:
         return self._reader.list(path)
 
     def _refuse(self, error: SnapshotError) -> bytes:
-        """Answer a refused call; rejected paths, budgets and broken snapshots are sticky."""
-        if isinstance(error, PathRejected | BudgetExceeded):
+        """Answer a refused call. Spent budgets and broken snapshots are sticky; a rejected
+        path is only that call's error, which the module may handle (nothing was read)."""
+        if isinstance(error, BudgetExceeded):
             self._violate(_Violation("failed", error.message))
         elif isinstance(error, SnapshotUnavailable):
             self._violate(_Violation("infrastructure-error", error.message))
@@ -451,7 +452,7 @@ def _verdict_outcome(
     if op == harness.OP_RAISED:
         return "failed", limit_message(data, limits) or MESSAGE_RAISED
     if op == harness.OP_INVALID:
-        return "failed", MESSAGE_LONG_RESULT if data == b"long" else MESSAGE_INVALID_RESULT
+        return "failed", MESSAGE_INVALID_RESULT
     flag, _, raw_message = data.partition(b"\0")
     if flag not in (b"0", b"1"):
         return "failed", MESSAGE_INVALID_RESULT
