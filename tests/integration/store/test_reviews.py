@@ -195,6 +195,24 @@ def test_approve_loses_to_a_new_execution(store: Store) -> None:
     assert review.approval is None
 
 
+def test_advisory_approval_ignores_the_receipt_but_not_the_commit(store: Store) -> None:
+    """Advisory mode: a run that started (or a digest that changed) since the owner looked
+    does not refuse consent; a review that moved to another commit still does."""
+    seed_review(store)
+    assert _attach(store)
+    seen = _digest(store)
+    assert store.start_execution(
+        "r1", COMMIT, "review-created", "g2", running_summary("review-created", LIVE)
+    )
+    advisory = _approval(digest=seen).model_copy(update={"require_receipt": False})
+    other_commit = advisory.model_copy(update={"commit": "c" * 40})
+    assert not store.approve("r1", other_commit, seen, "g1", compare_receipt=False)
+    assert store.approve("r1", advisory, seen, "g1", compare_receipt=False)
+    review = store.get_review("r1")
+    assert review is not None
+    assert review.approval == advisory
+
+
 @pytest.mark.parametrize("round_", range(3))
 def test_approve_racing_a_new_execution_never_stores_stale_consent(
     store: Store, round_: int

@@ -609,13 +609,18 @@ class DynamoDbStore:
         approval: Approval,
         expected_digest: str | None,
         expected_generation: str | None,
+        *,
+        compare_receipt: bool = True,
     ) -> bool:
         values: Item = {":approval": _json(approval), ":commit": _s(approval.commit)}
         conditions = ["reviewCommit = :commit"]
-        for attribute, expected, name in (
-            ("execGeneration", expected_generation, ":generation"),
-            ("execDigest", expected_digest, ":digest"),
-        ):
+        compared = (
+            (("execGeneration", expected_generation, ":generation"),
+             ("execDigest", expected_digest, ":digest"))
+            if compare_receipt
+            else ()
+        )  # fmt: skip
+        for attribute, expected, name in compared:
             if expected is None:
                 conditions.append(f"attribute_not_exists({attribute})")
             else:

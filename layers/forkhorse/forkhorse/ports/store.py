@@ -170,9 +170,12 @@ class Store(Protocol):
         approval: Approval,
         expected_digest: str | None,
         expected_generation: str | None,
+        *,
+        compare_receipt: bool = True,
     ) -> bool:
-        """Store owner consent if the review's commit is `approval.commit` and its
-        current execution still has `expected_generation` and `expected_digest`."""
+        """Store owner consent if the review's commit is `approval.commit` and (unless
+        `compare_receipt` is off, as in advisory mode) its current execution still has
+        `expected_generation` and `expected_digest`."""
         ...
 
     # --- promotions and the ledger --------------------------------------------------

@@ -76,6 +76,10 @@ def _read_or_none(repos: GitStore, commit: str, path: str) -> str | None:
         return None
 
 
+RECEIPT_CHANGED = "The review's receipt changed while approving; try again."
+COMMIT_CHANGED = "The review moved to another commit while approving; try again."
+
+
 class Approvals:
     def __init__(self, context: Context) -> None:
         self._c = context
@@ -96,9 +100,13 @@ class Approvals:
             digest=digest,
             require_receipt=required,
         )
-        # The compare: consent binds to the receipt the gate just judged.
-        if not self._c.store.approve(review.id, approval, digest, generation):
-            raise Conflict("The review's receipt changed while approving; try again.")
+        # Required: consent binds to the receipt the gate just judged. Advisory: approve
+        # ignores receipt status, digest changes and in-flight runs (the spec), so only
+        # the commit is compared.
+        if not self._c.store.approve(
+            review.id, approval, digest, generation, compare_receipt=required
+        ):
+            raise Conflict(RECEIPT_CHANGED if required else COMMIT_CHANGED)
         return {"approval": approval_json(approval)}
 
     def check(self, review: Review, commit: str, required: bool) -> None:
