@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +16,10 @@ from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import LocalHttp
 from forkhorse.domain.git_access import GitPrincipal, RepoFacts
 from forkhorse.ports.events import PUSH_EVENT
+from forkhorse.runner.promote_local import AfterStep, LocalPromotes
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.service.identity import Caller
-from forkhorse.wiring.local import LocalRuntime
+from forkhorse.wiring.local import HISTORY_DIR, LocalRuntime
 
 OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
 
@@ -34,9 +36,17 @@ class LocalApp:
         self.runtime.close()
 
 
-def build_local_app(runtime: LocalRuntime, settings: ServiceSettings) -> LocalApp:
+def build_local_app(
+    runtime: LocalRuntime, settings: ServiceSettings, after_step: AfterStep | None = None
+) -> LocalApp:
+    """`after_step` is called after each promote step's journal write (tests crash there)."""
     service = Service(runtime.store, runtime.git, runtime.supervisor, runtime.deps.clock, settings)
-    service.promotions.recover_after_restart()  # no promote job outlives its process
+    promotes = LocalPromotes(
+        service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
+    )
+    runtime.supervisor.attach_promotes(promotes)
+    # Unfinished promotes resume in the background: the server listens at once.
+    threading.Thread(target=promotes.resume, name="promote-recovery", daemon=True).start()
     runtime.events.subscribe(PUSH_EVENT, lambda detail: _follow(service, detail))
     api = ForkhorseApi(service)
     git = GitHttpApp(

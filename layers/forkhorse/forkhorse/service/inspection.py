@@ -80,7 +80,17 @@ class Inspection:
             "executionArn": arn,
             "consoleUrl": None if arn is None else step_functions_console_url(arn),
             "events": [] if run is None else orchestrator.history(run),
+            "promote": self._promote_history(review),
         }
+
+    def _promote_history(self, review: Review) -> Json | None:
+        """The review's latest promote workflow, beside its receipt run; None before any."""
+        promotions = self._c.store.list_promotions(review.project_id)
+        latest = next((p for p in reversed(promotions) if p.review_id == review.id), None)
+        if latest is None:
+            return None
+        events = self._c.orchestrator.promote_history(review.project_id, latest.id)
+        return {"promotionId": latest.id, "state": latest.state, "events": events}
 
 
 def _current_run(review: Review) -> RunRef | None:
