@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ class LocalApp:
     service: Service
     api: ForkhorseApi
     http: LocalHttp
+    promotes: LocalPromotes
 
     def close(self) -> None:
         self.service.shutdown()
@@ -45,14 +45,13 @@ def build_local_app(
         service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
     )
     runtime.supervisor.attach_promotes(promotes)
-    # Unfinished promotes resume in the background: the server listens at once.
-    threading.Thread(target=promotes.resume, name="promote-recovery", daemon=True).start()
+    promotes.resume_in_background()  # the server listens at once
     runtime.events.subscribe(PUSH_EVENT, lambda detail: _follow(service, detail))
     api = ForkhorseApi(service)
     git = GitHttpApp(
         runtime.git, git_token_resolver(service), git_repo_lookup(service), runtime.events
     )
-    return LocalApp(runtime, service, api, LocalHttp(api, git))
+    return LocalApp(runtime, service, api, LocalHttp(api, git), promotes)
 
 
 def _follow(service: Service, detail: Mapping[str, object]) -> None:

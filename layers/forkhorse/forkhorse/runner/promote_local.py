@@ -62,6 +62,7 @@ class LocalPromotes:
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self._booted_at = context.clock.now()
+        self._recovery: threading.Thread | None = None
 
     # --- the Orchestrator's promote half --------------------------------------------------
 
@@ -87,6 +88,18 @@ class LocalPromotes:
         return thread is None or not thread.is_alive()
 
     # --- after a restart ------------------------------------------------------------------
+
+    def resume_in_background(self) -> None:
+        """Recovery never delays the server: it runs on its own thread."""
+        self._recovery = threading.Thread(target=self.resume, name="promote-recovery")
+        self._recovery.daemon = True
+        self._recovery.start()
+
+    def recovered(self, timeout_seconds: float | None = None) -> bool:
+        """Wait for the background recovery to have resumed and settled what it found."""
+        if self._recovery is not None:
+            self._recovery.join(timeout_seconds)
+        return self._recovery is None or not self._recovery.is_alive()
 
     def resume(self) -> list[str]:
         """Continue every unfinished workflow; settle promotions none will finish."""
