@@ -27,13 +27,6 @@ log = logging.getLogger(__name__)
 NO_RECEIPT = "No receipt is attached to this review."
 
 
-def start_run(context: Context, review: Review, commit: str, trigger: Trigger) -> RunRef:
-    """Reserve a fresh execution (its digest cleared) and start it in the background."""
-    run = reserve_run(context, review, commit, trigger)
-    context.orchestrator.start_run(run)
-    return run
-
-
 def reserve_run(context: Context, review: Review, commit: str, trigger: Trigger) -> RunRef:
     """Make a fresh generation the review's current, running execution (digest cleared),
     without starting it: the promote workflow starts its own before-promote run."""
