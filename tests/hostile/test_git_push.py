@@ -519,6 +519,18 @@ def test_a_tree_with_too_many_entries_is_refused_through_the_git_client(
     assert_no_spools(server)
 
 
+def _assert_too_deep(lanes: Lanes, entries: list[bytes], depth: int) -> None:
+    status, report = receive_pack(
+        lanes.server,
+        "agent-b-token",
+        "fb",
+        [(lanes.b_head, "1" * 40, b"refs/heads/x")],
+        build_pack(entries),
+    )
+    assert status == 200
+    assert f"is a delta {depth} deep; the limit is {GIT.delta_depth}" in report[0]
+
+
 def test_deep_delta_chains_are_refused(disk_lanes: Lanes) -> None:
     server = disk_lanes.server
     depth = GIT.delta_depth + 1
@@ -531,34 +543,18 @@ def test_deep_delta_chains_are_refused(disk_lanes: Lanes) -> None:
         entries.append(
             ofs_delta(offsets[-1] - offsets[-2], delta(versions[number - 1], versions[number]))
         )
-    status, ofs_report = receive_pack(
-        server,
-        "agent-b-token",
-        "fb",
-        [(disk_lanes.b_head, "1" * 40, b"refs/heads/x")],
-        build_pack(entries),
-    )
-    assert status == 200
-    assert f"is a delta {depth} deep; the limit is {GIT.delta_depth}" in ofs_report[0]
+    _assert_too_deep(disk_lanes, entries, depth)
     # REF_DELTA chain inside the pack (bases named by SHA): refused while it is resolved
     entries = [whole(BLOB, versions[0])]
     for number in range(1, depth + 1):
         base = object_id(BLOB, versions[number - 1])
         entries.append(ref_delta(base, delta(versions[number - 1], versions[number])))
-    status, ref_report = receive_pack(
-        server,
-        "agent-b-token",
-        "fb",
-        [(disk_lanes.b_head, "1" * 40, b"refs/heads/x")],
-        build_pack(entries),
-    )
-    assert status == 200
-    assert f"is a delta {depth} deep; the limit is {GIT.delta_depth}" in ref_report[0]
+    _assert_too_deep(disk_lanes, entries, depth)
     # at the limit, the same chain is accepted
     entries = entries[: GIT.delta_depth + 1]
     tree = tree_bytes([(b"v", 0o100644, object_id(BLOB, versions[GIT.delta_depth]))])
     commit = commit_bytes(object_id(TREE, tree), [disk_lanes.b_head])
-    status, ok = receive_pack(
+    _, ok = receive_pack(
         server,
         "agent-b-token",
         "fb",

@@ -268,21 +268,28 @@ def test_an_export_past_its_deadline_is_timed_out_and_leaves_nothing(
     assert list(archives.iterdir()) == [], "a refused archive is not kept"
 
 
-def test_stat_on_a_large_delta_blob_is_refused_before_it_is_rebuilt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _repacked_text_versions(
+    tmp_path: Path, lines: int, name: str
+) -> tuple[bytes, DiskGitStore, tuple[str, str]]:
+    """Two versions of one text file, repacked so the later one is stored as a delta."""
     repo = new_repo(tmp_path / "delta")
-    body = b"".join(b"line %d of a long text file\n" % index for index in range(90_000))
-    (repo / "big.txt").write_bytes(body)
+    body = b"".join(b"line %d of a long text file\n" % index for index in range(lines))
+    (repo / name).write_bytes(body)
     commit_all(repo, "v1")
-    (repo / "big.txt").write_bytes(body + b"one more line\n")
+    (repo / name).write_bytes(body + b"one more line\n")
     head = commit_all(repo, "v2")
     store = DiskGitHost(tmp_path / "state").store(PROJECT)
     store.create_canonical()
     git("push", "-q", str(store.repo_path(None)), "HEAD:refs/heads/main", cwd=repo)
     git("repack", "-adq", cwd=store.repo_path(None))
     store = DiskGitHost(tmp_path / "state").store(PROJECT)
-    delta_commit, delta_blob = _a_delta_version(store, repo, head)
+    return body, store, _a_delta_version(store, repo, head, name)
+
+
+def test_stat_on_a_large_delta_blob_is_refused_before_it_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body, store, (delta_commit, delta_blob) = _repacked_text_versions(tmp_path, 90_000, "big.txt")
     rebuilt: list[str] = []
     original = snapshot_module.read_raw
 
@@ -303,18 +310,7 @@ def test_stat_on_a_large_delta_blob_is_refused_before_it_is_rebuilt(
 
 
 def test_stat_on_a_small_delta_blob_charges_the_whole_blob(tmp_path: Path) -> None:
-    repo = new_repo(tmp_path / "delta")
-    body = b"".join(b"line %d of a long text file\n" % index for index in range(20_000))
-    (repo / "text.txt").write_bytes(body)
-    commit_all(repo, "v1")
-    (repo / "text.txt").write_bytes(body + b"one more line\n")
-    head = commit_all(repo, "v2")
-    store = DiskGitHost(tmp_path / "state").store(PROJECT)
-    store.create_canonical()
-    git("push", "-q", str(store.repo_path(None)), "HEAD:refs/heads/main", cwd=repo)
-    git("repack", "-adq", cwd=store.repo_path(None))
-    store = DiskGitHost(tmp_path / "state").store(PROJECT)
-    delta_commit, _ = _a_delta_version(store, repo, head, "text.txt")
+    _, store, (delta_commit, _) = _repacked_text_versions(tmp_path, 20_000, "text.txt")
     budget = SnapshotBudget()
     stat = store.open_snapshot(delta_commit).reader(budget).stat("text.txt")
     assert stat is not None

@@ -491,8 +491,13 @@ def _publish_unattached(deps: RunnerDeps, run: RunRef, final: ReceiptSummary) ->
 
 
 def _finalize_invalid(deps: RunnerDeps, run: RunRef, message: str) -> dict[str, Any]:
+    return finalize_refused(deps, run, CONFIG_CHECK_NAME, message)
+
+
+def finalize_refused(deps: RunnerDeps, run: RunRef, name: str, message: str) -> dict[str, Any]:
+    """End a run before any check ran, as an infrastructure error with one row saying why."""
     row = SummaryCheck(
-        name=CONFIG_CHECK_NAME,
+        name=name,
         tier="quick",
         message=message,
         outcome="infrastructure-error",

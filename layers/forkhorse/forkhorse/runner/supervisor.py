@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.domain.model import InvalidatedExecution
-from forkhorse.domain.receipts import SummaryCheck, format_timestamp
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.containers import ContainerHandle
 from forkhorse.runner import steps
@@ -186,25 +185,7 @@ class LocalSupervisor:
         """A run the queue refused ends at once as an infrastructure error that says why."""
         history = self._history(run.generation)
         history.add("ExecutionFailed", executionFailedEventDetails={"error": "QueueFull"})
-        review = self._deps.store.get_review(run.review_id)
-        execution = None if review is None else review.execution
-        if execution is not None and execution.generation == run.generation:
-            row = SummaryCheck(
-                name=QUEUE_CHECK_NAME,
-                tier="quick",
-                message=message,
-                outcome="infrastructure-error",
-                duration_ms=None,
-            )
-            refused = execution.summary.model_copy(
-                update={
-                    "status": "infrastructure-error",
-                    "finished_at": format_timestamp(self._deps.clock.now()),
-                    "duration_ms": 0,
-                    "checks": [row],
-                }
-            )
-            self._deps.store.update_summary(run.review_id, run.generation, refused)
+        steps.finalize_refused(self._deps, run, QUEUE_CHECK_NAME, message)
         self._resolve(run.generation)
 
     def _execute(self, run: RunRef, ticket: Ticket) -> None:

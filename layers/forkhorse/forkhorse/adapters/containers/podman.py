@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import subprocess
 import threading
@@ -129,6 +130,9 @@ class PodmanContainerPort:
         require_pinned(spec.image_ref)
         self._refuse_existing(spec)
         self._attempts.claim(spec.execution, spec.check)
+        # The workspace copy counts against the check's own time (it is bounded by the export
+        # limits, so it cannot run on much past the deadline either).
+        deadline = time.time() + spec.timeout_seconds
         name = container_name(spec.execution, spec.check)
         workspace = self._copy_checkout(spec.source, name)
         created = self._podman.run(*self._create_args(spec, name, workspace))
@@ -155,7 +159,7 @@ class PodmanContainerPort:
             check=spec.check,
             image_ref=spec.image_ref,
             started_at=started_at,
-            deadline=started_at + spec.timeout_seconds,
+            deadline=deadline,
         )
 
     def _refuse_existing(self, spec: ContainerSpec) -> None:
@@ -277,7 +281,7 @@ class PodmanContainerPort:
             duration_ms=round((ended_at - handle.started_at) * 1000),
             stdout=run.stdout.bounded(),
             stderr=run.stderr.bounded(),
-            timeout_seconds=handle.deadline - handle.started_at,
+            timeout_seconds=math.ceil(handle.deadline - handle.started_at),
             broken=broken,
         )
 

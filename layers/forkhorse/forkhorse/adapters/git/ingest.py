@@ -45,7 +45,7 @@ from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile, Tag, parse_t
 from dulwich.pack import apply_delta, extend_pack
 from dulwich.refs import Ref, check_ref_format
 
-from forkhorse.adapters.git.probe import probe_object
+from forkhorse.adapters.git.probe import MAX_VARINT_BYTES, delta_varint, probe_object
 from forkhorse.domain.limits import GIT, MIB, GitLimits
 from forkhorse.domain.snapshot import SnapshotUnavailable
 
@@ -59,7 +59,6 @@ _TYPE_NAMES = {_COMMIT: b"commit", _TREE: b"tree", _BLOB: b"blob", _TAG: b"tag"}
 _SHA_BYTES = 20
 _STEP = 64 * 1024  # wire reads and inflation steps
 _DELTA_HEAD = 20  # two size varints
-_MAX_VARINT_BYTES = 10
 _WRITABLE = (b"refs/heads/", b"refs/tags/")
 _MAX_REF_BYTES = 1000  # DynamoDB sort key: "REF#" + name stays under 1024 bytes
 _MAX_REF_COMPONENT_BYTES = 255  # one file name on disk
@@ -242,7 +241,7 @@ def _scan_entry(
     shift = 4
     byte = first
     while byte & 0x80:
-        if shift > 7 * _MAX_VARINT_BYTES:
+        if shift > 7 * MAX_VARINT_BYTES:
             raise PushRefused(f"object {number} has a malformed size in its header")
         byte = wire.byte()
         stream_size |= (byte & 0x7F) << shift
@@ -292,7 +291,7 @@ def _too_large(what: str, size: int, limits: GitLimits) -> PushRefused:
 def _ofs_base(wire: _Wire, offset: int, index_at: dict[int, int], number: int) -> int:
     byte = wire.byte()
     distance = byte & 0x7F
-    for _ in range(_MAX_VARINT_BYTES):
+    for _ in range(MAX_VARINT_BYTES):
         if not byte & 0x80:
             break
         byte = wire.byte()
@@ -335,16 +334,10 @@ def _inflate_stream(wire: _Wire, declared: int, keep: int, what: str) -> bytes:
 
 
 def _varint(data: bytes, position: int, what: str) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while position < len(data) and shift <= 7 * _MAX_VARINT_BYTES:
-        byte = data[position]
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        position += 1
-        if not byte & 0x80:
-            return value, position
-    raise PushRefused(f"{what} is a delta with a malformed header")
+    parsed = delta_varint(data, position)
+    if parsed is None:
+        raise PushRefused(f"{what} is a delta with a malformed header")
+    return parsed
 
 
 # --- step 2: resolve, parse and check every object -----------------------------------------

@@ -142,17 +142,29 @@ def _ofs_delta_base(buffer: bytes | mmap.mmap, offset: int, position: int) -> tu
     return offset - distance, position + 1
 
 
-def _delta_varint(data: bytes, position: int) -> tuple[int, int]:
+MAX_VARINT_BYTES = 10  # a 64-bit size; longer is malformed, not a bigger number
+
+
+def delta_varint(data: bytes, position: int) -> tuple[int, int] | None:
+    """A size from a delta header (base or result) and the position after it; None when
+    the header is truncated or longer than any real size."""
     value = 0
     shift = 0
-    while position < len(data):
+    while position < len(data) and shift <= 7 * MAX_VARINT_BYTES:
         byte = data[position]
         value |= (byte & 0x7F) << shift
         shift += 7
         position += 1
         if not byte & 0x80:
             return value, position
-    raise SnapshotUnavailable()
+    return None
+
+
+def _delta_varint(data: bytes, position: int) -> tuple[int, int]:
+    parsed = delta_varint(data, position)
+    if parsed is None:
+        raise SnapshotUnavailable()
+    return parsed
 
 
 def _inflate_prefix(buffer: bytes | mmap.mmap, start: int, want: int) -> bytes:
