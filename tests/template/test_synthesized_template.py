@@ -4,10 +4,13 @@ tools venv, where the SAM translator lives."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -256,6 +259,26 @@ def test_the_promote_machine_waits_for_the_nested_receipt_run() -> None:
     assert nested["TimeoutSeconds"] > receipt["TimeoutSeconds"]
     [busy] = [r for r in states["Acquire"]["Retry"] if r["ErrorEquals"] == ["LeaseBusy"]]
     assert busy["MaxAttempts"] > 1
+
+
+def _limits() -> ModuleType:
+    """The service's limits module, read from its file: the tools venv has no forkhorse
+    installed, and the module needs nothing but the standard library."""
+    path = ROOT / "layers/forkhorse/forkhorse/domain/limits.py"
+    spec = importlib.util.spec_from_file_location("forkhorse_limits", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module while defined
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_lease_cap_is_the_receipt_machines_timeout() -> None:
+    """The promote lease's TTL is capped at the longest a ReceiptRun can last: the constant
+    the service caps it with is the receipt machine's own timeout."""
+    receipt = json.loads((ROOT / MACHINES["ReceiptRunStateMachine"]).read_text())
+    assert receipt["TimeoutSeconds"] == _limits().RECEIPT_RUN_TIMEOUT_SECONDS
 
 
 def test_the_write_step_is_never_retried_once_it_may_have_run() -> None:

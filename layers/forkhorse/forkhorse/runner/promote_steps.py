@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from forkhorse.domain.checks import CHECKS_PATH, CheckDef, FullCheckDef, parse_checks
 from forkhorse.domain.gate import validate_required
 from forkhorse.domain.git_access import mint_canonical_write_capability
-from forkhorse.domain.limits import QUICK_SANDBOX
+from forkhorse.domain.limits import QUICK_SANDBOX, RECEIPT_RUN_TIMEOUT_SECONDS
 from forkhorse.domain.model import Promotion, Refusal, Review
 from forkhorse.domain.receipts import format_timestamp
 from forkhorse.domain.run import RunRef
@@ -126,10 +126,12 @@ def _review(deps: PromoteDeps, promotion: Promotion) -> Review:
 
 def lease_ttl(checks: Sequence[CheckDef]) -> timedelta:
     """Long enough for every check to reach its own time limit, one after another, plus
-    the margin: the lease never lapses mid-promote, nor outlives a dead one by more."""
+    the margin: the lease never lapses mid-promote, nor outlives a dead one by more. The
+    run's own timeout caps the checks' sum: no ReceiptRun execution lasts longer."""
     full = [check.timeout_seconds for check in checks if isinstance(check, FullCheckDef)]
     quick = (len(checks) - len(full)) * QUICK_SANDBOX.deadline_seconds
-    return timedelta(seconds=quick + sum(full) + LEASE_MARGIN_SECONDS)
+    run = min(quick + sum(full), RECEIPT_RUN_TIMEOUT_SECONDS)
+    return timedelta(seconds=run + LEASE_MARGIN_SECONDS)
 
 
 def _declared_checks(deps: PromoteDeps, project_id: str, commit: str) -> list[CheckDef]:
