@@ -344,3 +344,18 @@ def test_only_the_write_step_may_write_canonical(resources: dict[str, Any]) -> N
         managed = _role_of(resources, step).get("ManagedPolicyArns", [])
         denied = {"Ref": "NoCanonicalWritesPolicy"} in managed
         assert denied == (step != "PromoteWriteFunction"), step
+
+
+def test_recovery_watches_both_machines_and_cannot_write_canonical(
+    resources: dict[str, Any],
+) -> None:
+    """A PromoteRun that dies without its Settle state is settled by RunRecoveryFunction,
+    which reads canonical's head to reconcile an uncertain write but may never write it."""
+    pattern = resources["RunRecoveryFunctionExecutionEnded"]["Properties"]["EventPattern"]
+    assert pattern["detail"]["stateMachineArn"] == [
+        {"Ref": "ReceiptRunStateMachine"},
+        {"Ref": "PromoteRunStateMachine"},
+    ]
+    assert pattern["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
+    managed = _role_of(resources, "RunRecoveryFunction").get("ManagedPolicyArns", [])
+    assert {"Ref": "NoCanonicalWritesPolicy"} in managed

@@ -26,7 +26,6 @@ from forkhorse.domain.run import RunRef
 from forkhorse.ports.journal import ENDED, STARTED, PromoteJournal
 from forkhorse.runner import promote_steps as steps
 from forkhorse.runner.history import ExecutionHistory, read_history
-from forkhorse.service import promotion_rules as rules
 from forkhorse.service.context import Context
 
 log = logging.getLogger(__name__)
@@ -118,21 +117,9 @@ class LocalPromotes:
                 journaled = self._journal.last(promotion.id) is not None
                 if journaled or promotion.started_at >= self._booted_at:
                     continue
-                if promotion.state == "queued":
-                    rules.settle(self._c, promotion, "failed", refusal=rules.STOPPED)
-                elif promotion.state in ("pending", "writing"):
-                    self._settle_orphan(project.id, promotion.id)
-
-    def _settle_orphan(self, project_id: str, holder: str) -> None:
-        """Its workflow died with its process: take the lease as that holder and reconcile."""
-        ttl = steps.lease_ttl([])
-        token = self._c.store.acquire_lease(project_id, holder, ttl, self._c.clock.now())
-        if token is None:
-            return  # a live workflow holds the lease; its acquire reconciles this one
-        try:
-            rules.reconcile(self._c, project_id)
-        finally:
-            self._c.store.release_lease(project_id, holder, token)
+                if promotion.state in ("queued", "pending", "writing"):
+                    # its workflow died with its process
+                    steps.settle_stopped(self._c, project.id, promotion.id)
 
     # --- one workflow ---------------------------------------------------------------------
 

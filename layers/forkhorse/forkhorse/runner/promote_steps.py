@@ -14,9 +14,10 @@ promotion's answer. A busy lease raises `LeaseBusy`, which the workflow retries 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -373,10 +374,43 @@ def promote_settle(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _release_as_holder(deps: PromoteDeps, state: PromoteState) -> None:
-    """Release the lease if this workflow still holds it. The holder is the promotion, so
-    retaking it (a new token) succeeds only while it is ours or free; the error path may
-    not know the token, e.g. when acquire itself failed."""
-    ttl = timedelta(seconds=1)
-    token = deps.store.acquire_lease(state.project_id, state.promotion_id, ttl, deps.clock.now())
-    if token is not None:
-        deps.store.release_lease(state.project_id, state.promotion_id, token)
+    """Release the lease if this workflow still holds it; the error path may not know the
+    token, e.g. when acquire itself failed."""
+    with _as_holder(deps, state.project_id, state.promotion_id):
+        pass
+
+
+@contextlib.contextmanager
+def _as_holder(deps: PromoteDeps, project_id: str, holder: str) -> Iterator[int | None]:
+    """Hold the lease as `holder` (the promotion) for the block, then release it. Retaking
+    it (a new token) succeeds only while it is the holder's or free: None when another
+    workflow holds it."""
+    ttl = timedelta(seconds=LEASE_MARGIN_SECONDS)
+    token = deps.store.acquire_lease(project_id, holder, ttl, deps.clock.now())
+    try:
+        yield token
+    finally:
+        if token is not None:
+            deps.store.release_lease(project_id, holder, token)
+
+
+# --- a workflow that died ----------------------------------------------------------------
+
+
+def settle_stopped(deps: PromoteDeps, project_id: str, promotion_id: str) -> str | None:
+    """Settle what a workflow that died without settling left (its process was killed, or
+    its execution ended FAILED, TIMED_OUT or ABORTED), and free its lease. A queued or
+    pending promotion never wrote: it fails with the stopped answer. A writing or uncertain
+    one is reconciled against canonical's head, holding the lease; while another workflow
+    holds it, the promotion stays open, fencing, and that workflow's acquire reconciles it.
+    Returns the promotion's state after (None when there is no such promotion)."""
+    promotion = deps.store.get_promotion(project_id, promotion_id)
+    if promotion is None:
+        return None
+    if promotion.state == "queued":
+        rules.settle(deps, promotion, "failed", refusal=rules.STOPPED)
+    with _as_holder(deps, project_id, promotion_id) as token:
+        if token is not None and promotion.state in ("pending", "writing", "uncertain"):
+            rules.reconcile(deps, project_id)
+    current = deps.store.get_promotion(project_id, promotion_id)
+    return None if current is None else current.state
