@@ -138,6 +138,10 @@ def test_the_history_shows_the_promote_execution(aws_world: AwsWorld) -> None:
     assert status == 200, body
     promote = body["promote"]
     assert promote["state"] == "done"
+    # On AWS the promote block names its PromoteRun execution and links its console page.
+    machine = aws_world.promote_machine.replace(":stateMachine:", ":execution:")
+    assert promote["executionArn"] == f"{machine}:{promote['promotionId']}"
+    assert promote["consoleUrl"].endswith(f"#/v2/executions/details/{promote['executionArn']}")
     types = [event["type"] for event in promote["events"]]
     assert types[0] == "ExecutionStarted"
     assert types[-1] == "ExecutionSucceeded"
