@@ -1,4 +1,5 @@
-"""RunRecoveryFunction: execution status changes and the scheduled sweeper (see recovery)."""
+"""RunRecoveryFunction: execution status changes of ReceiptRun and PromoteRun, and the
+scheduled sweeper (see recovery)."""
 
 import os
 from typing import Any
@@ -7,10 +8,14 @@ import boto3
 from forkhorse.runner import recovery
 from forkhorse.runner.handlers import logger, providers
 
+STATUS_CHANGE = "Step Functions Execution Status Change"
+
 
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    deps = providers.runner()
-    if event.get("detail-type") == "Step Functions Execution Status Change":
-        return recovery.on_status_change(deps, event)
-    return recovery.sweep(deps, boto3.client("stepfunctions"), os.environ["STATE_MACHINE_ARN"])
+    if event.get("detail-type") != STATUS_CHANGE:
+        machine = os.environ["STATE_MACHINE_ARN"]
+        return recovery.sweep(providers.runner(), boto3.client("stepfunctions"), machine)
+    if recovery.is_promote(event):
+        return recovery.on_promote_status_change(providers.promote(), event)
+    return recovery.on_status_change(providers.runner(), event)

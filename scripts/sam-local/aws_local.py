@@ -1,4 +1,4 @@
-"""moto_server for `sam local`, and the template's table, bucket and state machine in it.
+"""moto_server for `sam local`, and the template's table, bucket and state machines in it.
 
 SAM runs each function in a container on podman's default bridge network (SAM's
 `--docker-network host` only means "join no extra network"), where the host's loopback is
@@ -32,6 +32,12 @@ from tests.support.aws import create_table_from_template, load_template  # noqa:
 TABLE = "forkhorse-sam-local"
 BUCKET = "forkhorse-sam-local"
 STATE_MACHINE = "ReceiptRun"
+PROMOTE_STATE_MACHINE = "PromoteRun"
+# The template's state machines: logical id -> (name in moto, definition).
+STATE_MACHINES = {
+    "ReceiptRunStateMachine": (STATE_MACHINE, "receipt_run.asl.json"),
+    "PromoteRunStateMachine": (PROMOTE_STATE_MACHINE, "promote.asl.json"),
+}
 CLUSTER = "forkhorse-checks"  # env-vars.json: FORKHORSE_CLUSTER
 MOTO_PORT = 5000
 FAKE_CREDENTIALS = {
@@ -101,17 +107,19 @@ def use_endpoint(moto: Moto) -> None:
         AWS_ENDPOINT_URL=moto.host_url,
         TABLE_NAME=TABLE,
         BUCKET_NAME=BUCKET,
-        STATE_MACHINE_ARN=state_machine_arn(),
+        STATE_MACHINE_ARN=state_machine_arn(STATE_MACHINE),
+        PROMOTE_STATE_MACHINE_ARN=state_machine_arn(PROMOTE_STATE_MACHINE),
         PUBLIC_URL="https://sam-local.invalid",
     )
 
 
-def state_machine_arn() -> str:
-    return f"arn:aws:states:us-east-1:123456789012:stateMachine:{STATE_MACHINE}"
+def state_machine_arn(name: str) -> str:
+    return f"arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
 
 
 def create_resources() -> None:
-    """The template's table, its bucket (versioned, as declared), ReceiptRun, the cluster."""
+    """The template's table, its bucket (versioned, as declared), the state machines, the
+    cluster."""
     create_table_from_template(boto3.client("dynamodb"), TABLE)
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket=BUCKET)
@@ -119,22 +127,35 @@ def create_resources() -> None:
     s3.put_bucket_versioning(
         Bucket=BUCKET, VersioningConfiguration=bucket["VersioningConfiguration"]
     )
-    definition = (ROOT / "statemachine/receipt_run.asl.json").read_text(encoding="utf-8")
-    for name in _substitutions(definition):
-        definition = definition.replace(
-            f"${{{name}}}", f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
-        )
     # Full checks' cluster, so the poll step's lookups find it (its task does not exist).
     boto3.client("ecs").create_cluster(clusterName=CLUSTER)
-    boto3.client("stepfunctions").create_state_machine(
-        name=STATE_MACHINE,
-        definition=definition,
-        roleArn="arn:aws:iam::123456789012:role/sam-local",
-    )
+    for logical_id, (name, file) in STATE_MACHINES.items():
+        boto3.client("stepfunctions").create_state_machine(
+            name=name,
+            definition=_definition(logical_id, file),
+            roleArn="arn:aws:iam::123456789012:role/sam-local",
+        )
 
 
-def _substitutions(definition: str) -> set[str]:
-    properties = load_template()["Resources"]["ReceiptRunStateMachine"]["Properties"]
+def _definition(logical_id: str, file: str) -> str:
+    """The ASL with every DefinitionSubstitution filled in (moto_server never runs it)."""
+    definition = (ROOT / "statemachine" / file).read_text(encoding="utf-8")
+    for name in _substitutions(logical_id, definition):
+        definition = definition.replace(f"${{{name}}}", _substituted_arn(name))
+    assert "${" not in definition, f"{file}: a substitution the template does not declare"
+    return definition
+
+
+def _substituted_arn(name: str) -> str:
+    """A nested machine's ARN for `<Name>StateMachineArn`, else a Lambda function's."""
+    machine = name.removesuffix("StateMachineArn")
+    if machine != name:
+        return state_machine_arn(STATE_MACHINES[f"{machine}StateMachine"][0])
+    return f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+
+
+def _substitutions(logical_id: str, definition: str) -> set[str]:
+    properties = load_template()["Resources"][logical_id]["Properties"]
     names = set(properties["DefinitionSubstitutions"])
     missing = {name for name in names if f"${{{name}}}" not in definition}
     assert not missing, f"unused substitutions: {missing}"

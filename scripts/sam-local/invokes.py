@@ -11,12 +11,13 @@ from typing import Any
 import boto3
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.domain.model import Principal
+from forkhorse.runner.promote_steps import REFUSED_ERROR
 from forkhorse.service.identity import token_hash
+from forkhorse.service.promotion_rules import LEASE_LOST, NO_PROMOTION
 from sam import Sam
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
-STATE = ROOT / ".aws-sam/sam-local"
 SAMPLE_AGENT = "agent-a-0123456789ab"
 SAMPLE_TOKEN = "fh_example-token"  # noqa: S105 (events/api_authorizer_request.json)
 PUBLIC_URL = "https://sam-local.invalid"
@@ -55,9 +56,7 @@ def invoke_every_function(sam: Sam) -> None:
         _expect("PushFunction", sam.invoke("PushFunction", EVENTS / event), {"moved": []})
     git = sam.invoke("GitHttpFunction", EVENTS / "git_http_info_refs.json")
     _expect("GitHttpFunction", git["statusCode"], 401)
-    # The sample job names no queued promotion: the job finds nothing to run and writes nothing.
-    promote = sam.invoke("PromoteFunction", EVENTS / "promote_job.json")
-    _expect("PromoteFunction", promote["state"], None)
+    promote_functions(sam)
     runner_functions(sam)
 
 
@@ -72,11 +71,39 @@ def api_function(sam: Sam) -> None:
     )
 
 
+def promote_functions(sam: Sam) -> None:
+    """The PromoteRun steps on the sample promotion, which the table does not hold: each
+    refuses as Settle's Catch reads it, or passes the state on; none writes anything.
+    (The walk promotes a real review through all of them.)"""
+    no_promotion = {"status": 404, "error": NO_PROMOTION}
+    for step in ("acquire", "verify", "write"):
+        _expect_refusal(sam, step, no_promotion)
+    # The sample holds token 7 of a lease that was never taken: fenced off.
+    _expect_refusal(sam, "start_run", {"status": 409, "error": LEASE_LOST})
+    released = sam.invoke("PromoteReleaseFunction", EVENTS / "promote_release.json")
+    _expect("PromoteReleaseFunction", released, _sample("promote_release.json"))
+    settled = sam.invoke("PromoteSettleFunction", EVENTS / "promote_settle.json")
+    _expect(
+        "PromoteSettleFunction", settled, _sample("promote_settle.json") | {"outcome": "failed"}
+    )
+
+
+def _expect_refusal(sam: Sam, step: str, refusal: dict[str, Any]) -> None:
+    function = "Promote" + step.title().replace("_", "") + "Function"
+    error = sam.invoke(function, EVENTS / f"promote_{step}.json", raises=REFUSED_ERROR)
+    _expect(function, json.loads(error["errorMessage"]), refusal)
+
+
+def _sample(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return loaded
+
+
 def runner_functions(sam: Sam) -> None:
     """The steps on the sample run, whose commit is absent: each fails closed, as recorded."""
     dropped = sam.invoke("QuickCheckFunction", EVENTS / "quick_check.json")
     _expect("QuickCheckFunction", (dropped["name"], len(dropped["evidence"])), ("brand", 64))
-    recorded = sam.invoke("QuickRecordFunction", _written("quick_record.json", dropped))
+    recorded = sam.invoke_with("QuickRecordFunction", dropped)
     _expect("QuickRecordFunction", recorded["outcome"], "infrastructure-error")
     started = sam.invoke("FullStartFunction", EVENTS / "run_full_start.json")
     _expect(
@@ -88,10 +115,3 @@ def runner_functions(sam: Sam) -> None:
     _expect("FinalizeFunction", final, {"attached": False, "status": "infrastructure-error"})
     recovery = sam.invoke("RunRecoveryFunction", EVENTS / "sfn_status_change.json")
     _expect("RunRecoveryFunction", recovery, {"finalized": False})
-
-
-def _written(name: str, event: dict[str, Any]) -> Path:
-    """An event produced by the previous step, as Step Functions would pass it on."""
-    path = STATE / name
-    path.write_text(json.dumps(event), encoding="utf-8")
-    return path

@@ -78,8 +78,10 @@ class Sam:
             "--skip-pull-image", "--docker-network", "host",
         ]  # fmt: skip
 
-    def invoke(self, function: str, event: Path) -> dict[str, Any]:
-        """`sam local invoke` one function with one event; its JSON response."""
+    def invoke(self, function: str, event: Path, raises: str | None = None) -> dict[str, Any]:
+        """`sam local invoke` one function with one event; its JSON response. A function
+        error is a failure, unless it is the one expected (`raises`), whose payload is
+        then the response."""
         started = time.monotonic()
         completed = subprocess.run(
             [str(SAM), "local", "invoke", function, "--event", str(event), *self.local_args()],
@@ -93,12 +95,22 @@ class Sam:
                 f"{completed.stderr[-4000:]}"
             )
         response: dict[str, Any] = json.loads(output[-1])
-        if "errorType" in response:
+        if response.get("errorType") != raises:
             raise AssertionError(
-                f"{function} raised {response['errorType']}: {response.get('errorMessage')}\n"
+                f"{function} raised {response.get('errorType')} (expected {raises}): "
+                f"{response.get('errorMessage')}\n"
                 f"{completed.stderr[-4000:]}"
             )
         return response
+
+    def invoke_with(
+        self, function: str, event: dict[str, Any], raises: str | None = None
+    ) -> dict[str, Any]:
+        """Invoke with an event made here, as Step Functions would pass it on."""
+        path = self.build_dir.parent / "events" / f"{function}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(event), encoding="utf-8")
+        return self.invoke(function, path, raises)
 
     @contextmanager
     def start_api(self, port: int) -> Iterator[str]:

@@ -5,7 +5,10 @@ reaches canonical through the GitHttpFunction's own WSGI app, served here on loo
 SAM's local HTTP API cannot carry git's binary request bodies; the agent forks, claims a
 packet and requests a review; both read the state. The ReceiptRun that the review started in
 (moto's) Step Functions is then driven by hand, step by step, with `sam local invoke`, as the
-state machine would, and the receipt is read back through the API.
+state machine would, and the receipt is read back through the API. The agent then pushes a
+commit to its fork and has it reviewed; the owner approves and promotes it (202: a PromoteRun
+execution in moto), and that execution is driven by hand the same way, the before-promote
+ReceiptRun nested in it, until GET .../promotion answers 200 and canonical has moved.
 """
 
 from __future__ import annotations
@@ -82,18 +85,30 @@ def walk(sam: Sam) -> dict[str, float]:
         agent.ok("POST", f"/projects/{project['id']}/packets/{packet}/claim", expect=201)
         fork = agent.ok("POST", f"/projects/{project['id']}/forks", {"name": "a"}, expect=201)
         commit = fork["fork"]["head"]
-        body = {"packetId": packet, "forkId": fork["fork"]["id"], "commit": commit}
-        review = agent.ok("POST", f"/projects/{project['id']}/reviews", body, expect=202)
-        review_id = review["review"]["id"]
+        review_id = reviewed(sam, agent, project["id"], packet, fork["fork"]["id"], commit)
         state = agent.ok("GET", f"/projects/{project['id']}/state")
         assert [r["id"] for r in state["reviews"]] == [review_id], state
         assert state["reviews"][0]["commit"] == commit
-        run_receipt_by_hand(sam, review_id)
-        summary = _review(owner.ok("GET", f"/projects/{project['id']}/state"), review_id)
-        assert summary["receipt"]["status"] == "passed", summary
-        assert summary["receipt"]["checks"][0]["runtime"] == "dynamic-worker", summary
         print(f"sam-local: agent {agent_id} reviewed {commit[:12]}: passed", flush=True)
+        change = push_to_fork(fork["fork"]["cloneUrl"], agent.token)
+        change_review = reviewed(sam, agent, project["id"], packet, fork["fork"]["id"], change)
+        promote_by_hand(sam, owner, f"/projects/{project['id']}/reviews/{change_review}", change)
+        head = owner.ok("GET", f"/projects/{project['id']}/state")["project"]["canonicalHead"]
+        assert head == change, (head, change)
+        print(f"sam-local: owner promoted {change[:12]} to canonical", flush=True)
     return timings
+
+
+def reviewed(sam: Sam, agent: Client, project_id: str, packet: str, fork: str, commit: str) -> str:
+    """The agent requests a review; its ReceiptRun, driven by hand, passes."""
+    body = {"packetId": packet, "forkId": fork, "commit": commit}
+    review = agent.ok("POST", f"/projects/{project_id}/reviews", body, expect=202)
+    review_id: str = review["review"]["id"]
+    run_receipt_by_hand(sam, _execution_input(review_id))
+    summary = _review(agent.ok("GET", f"/projects/{project_id}/state"), review_id)
+    assert summary["receipt"]["status"] == "passed", summary
+    assert summary["receipt"]["checks"][0]["runtime"] == "dynamic-worker", summary
+    return review_id
 
 
 def api_function_timings(owner: Client) -> dict[str, float]:
@@ -150,17 +165,47 @@ def push_initial_import(clone_url: str, token: str) -> None:
     }
     with git_http_app() as base, tempfile.TemporaryDirectory(prefix="sam-local-git-") as work:
         worktree = Path(work)
-        for name, content in files.items():
-            (worktree / name).parent.mkdir(parents=True, exist_ok=True)
-            (worktree / name).write_text(content, encoding="utf-8")
-        url = clone_url.replace(PUBLIC_URL, base)
-        basic = base64.b64encode(f"x:{token}".encode()).decode()
-        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                     ["commit", "-q", "-m", "initial import"],
-                     ["-c", f"http.extraHeader=Authorization: Basic {basic}",
-                      "push", "-q", url, "HEAD:refs/heads/main"]):  # fmt: skip
-            subprocess.run(["git", *args], cwd=worktree, env=_git_env(worktree), check=True)
+        _git(worktree, "init", "-q", "-b", "main")
+        _commit(worktree, files, "initial import")
+        _push(worktree, clone_url.replace(PUBLIC_URL, base), token)
     print("sam-local: ok  git push of the initial import to canonical", flush=True)
+
+
+def push_to_fork(clone_url: str, token: str) -> str:
+    """The agent's change on its fork, cloned and pushed over git's smart HTTP; its commit."""
+    with git_http_app() as base, tempfile.TemporaryDirectory(prefix="sam-local-git-") as work:
+        worktree = Path(work)
+        url = clone_url.replace(PUBLIC_URL, base)
+        _git(worktree, *_auth(token), "clone", "-q", url, ".")
+        _commit(worktree, {"CHANGES.md": "The agent's change.\n"}, "the agent's change")
+        _push(worktree, url, token)
+        commit = _git(worktree, "rev-parse", "HEAD").strip()
+    print(f"sam-local: ok  git push of {commit[:12]} to the agent's fork", flush=True)
+    return commit
+
+
+def _commit(worktree: Path, files: dict[str, str], message: str) -> None:
+    for name, content in files.items():
+        (worktree / name).parent.mkdir(parents=True, exist_ok=True)
+        (worktree / name).write_text(content, encoding="utf-8")
+    _git(worktree, "add", "-A")
+    _git(worktree, "commit", "-q", "-m", message)
+
+
+def _push(worktree: Path, url: str, token: str) -> None:
+    _git(worktree, *_auth(token), "push", "-q", url, "HEAD:refs/heads/main")
+
+
+def _auth(token: str) -> list[str]:
+    basic = base64.b64encode(f"x:{token}".encode()).decode()
+    return ["-c", f"http.extraHeader=Authorization: Basic {basic}"]
+
+
+def _git(worktree: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=worktree, env=_git_env(worktree), check=True, capture_output=True
+    )
+    return done.stdout.decode()
 
 
 def _git_env(home: Path) -> dict[str, str]:
@@ -175,30 +220,56 @@ def _git_env(home: Path) -> dict[str, str]:
 # --- the ReceiptRun, step by step -----------------------------------------------------------
 
 
-def run_receipt_by_hand(sam: Sam, review_id: str) -> None:
-    """The execution's input from (moto's) Step Functions through each step Lambda in turn."""
-    run = _execution_input(review_id)
-    with tempfile.TemporaryDirectory(prefix="sam-local-events-") as scratch:
-        events = Path(scratch)
+def _step(sam: Sam, function: str, event: dict[str, Any]) -> dict[str, Any]:
+    result = sam.invoke_with(function, event)
+    print(f"sam-local: ok  {function}: {json.dumps(result)[:100]}", flush=True)
+    return result
 
-        def step(function: str, event: dict[str, Any]) -> dict[str, Any]:
-            path = events / f"{function}.json"
-            path.write_text(json.dumps(event), encoding="utf-8")
-            result = sam.invoke(function, path)
-            print(f"sam-local: ok  {function}: {json.dumps(result)[:100]}", flush=True)
-            return result
 
-        prepared = step("PrepareFunction", run)
-        assert (prepared["discovery"], prepared["quickCount"]) == ("checks", 1), prepared
-        results = []
-        for check in prepared["quick"]:
-            dropped = step("QuickCheckFunction", {"run": run["run"], "check": check})
-            results.append(step("QuickRecordFunction", dropped))
-        assert [r["outcome"] for r in results] == ["passed"], results
-        final = step(
-            "FinalizeFunction", {**run, "prepared": prepared, "quick": results, "full": []}
-        )
-        assert (final["attached"], final["status"]) == (True, "passed"), (final, _items(run))
+def run_receipt_by_hand(sam: Sam, run: dict[str, Any]) -> None:
+    """A ReceiptRun execution's input through each step Lambda in turn."""
+    prepared = _step(sam, "PrepareFunction", run)
+    assert (prepared["discovery"], prepared["quickCount"]) == ("checks", 1), prepared
+    results = []
+    for check in prepared["quick"]:
+        dropped = _step(sam, "QuickCheckFunction", {"run": run["run"], "check": check})
+        results.append(_step(sam, "QuickRecordFunction", dropped))
+    assert [r["outcome"] for r in results] == ["passed"], results
+    final = _step(
+        sam, "FinalizeFunction", {**run, "prepared": prepared, "quick": results, "full": []}
+    )
+    assert (final["attached"], final["status"]) == (True, "passed"), (final, _items(run))
+
+
+# --- the PromoteRun, step by step -----------------------------------------------------------
+
+
+def promote_by_hand(sam: Sam, owner: Client, review_path: str, commit: str) -> None:
+    """Approve and promote; then the PromoteRun execution's states, as the ASL orders them,
+    the BeforePromoteRun's nested ReceiptRun included, until the promotion reads done."""
+    owner.ok("POST", f"{review_path}/approve", {"commit": commit})
+    pending = owner.ok("POST", f"{review_path}/promote", {"commit": commit}, expect=202)
+    state = _promote_input(pending["promotion"]["id"])
+    acquired = _step(sam, "PromoteAcquireFunction", state)
+    assert acquired["required"] is True, acquired
+    started = _step(sam, "PromoteStartRunFunction", acquired)
+    assert started["run"]["trigger"] == "before-promote", started
+    run_receipt_by_hand(sam, {"run": started["run"]})
+    verified = _step(sam, "PromoteVerifyFunction", started)
+    written = _step(sam, "PromoteWriteFunction", verified)
+    assert written["outcome"] == "done", written
+    _step(sam, "PromoteReleaseFunction", written)
+    promotion = owner.ok("GET", f"{review_path}/promotion")["promotion"]
+    assert (promotion["to"], promotion["digest"]) == (commit, verified["digest"]), promotion
+
+
+def _promote_input(promotion_id: str) -> dict[str, Any]:
+    """The input of the PromoteRun execution that the API started, named by the promotion."""
+    machine = os.environ["PROMOTE_STATE_MACHINE_ARN"]
+    arn = machine.replace(":stateMachine:", ":execution:") + f":{promotion_id}"
+    described = boto3.client("stepfunctions").describe_execution(executionArn=arn)
+    document: dict[str, Any] = json.loads(described["input"])
+    return document
 
 
 def _items(run: dict[str, Any]) -> list[dict[str, Any]]:

@@ -96,7 +96,7 @@ def test_serve_demo_survives_restarts_and_fails_interrupted_runs_closed(
     receipt = next(r for r in state["reviews"] if r["id"] == review_id)["receipt"]
     assert receipt["status"] == "infrastructure-error"
     assert receipt["digest"] is None
-    assert _containers_of(demo["project"]) == []  # the orphan was removed on start
+    _wait(lambda: _containers_of(demo["project"]) == [], "the orphan's removal in the background")
 
 
 def _containers_of(project: str) -> list[str]:

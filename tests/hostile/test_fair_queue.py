@@ -365,6 +365,7 @@ def test_a_killed_runs_export_is_removed_at_start(tmp_path: Path, busybox_ref: s
     worker.wait()
     restarted = build_local_runtime(home, images=ImageRegistry(images))  # recovers on start
     try:
+        assert restarted.supervisor.recovered(60), "orphan cleanup runs in the background"
         assert list((home / "checkouts").iterdir()) == []
         assert containers_of(Podman(), run.generation) == []
     finally:

@@ -4,10 +4,13 @@ tools venv, where the SAM translator lives."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,6 +20,14 @@ from samtranslator.translator.transform import transform
 from tests.support.aws import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
+PROMOTE_STEPS = (
+    "PromoteAcquireFunction",
+    "PromoteStartRunFunction",
+    "PromoteVerifyFunction",
+    "PromoteWriteFunction",
+    "PromoteReleaseFunction",
+    "PromoteSettleFunction",
+)
 RUNNER_FUNCTIONS = (
     "PrepareFunction",
     "QuickCheckFunction",
@@ -25,7 +36,12 @@ RUNNER_FUNCTIONS = (
     "FullPollFunction",
     "FinalizeFunction",
     "RunRecoveryFunction",
+    *PROMOTE_STEPS,
 )
+MACHINES = {
+    "ReceiptRunStateMachine": "statemachine/receipt_run.asl.json",
+    "PromoteRunStateMachine": "statemachine/promote.asl.json",
+}
 
 
 class _OfflinePolicies(ManagedPolicyLoader):
@@ -60,7 +76,8 @@ def resources() -> dict[str, Any]:
 
 
 def _role_of(resources: dict[str, Any], function: str) -> dict[str, Any]:
-    role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    properties = resources[function]["Properties"]
+    role = properties.get("Role", properties.get("RoleArn"))["Fn::GetAtt"][0]
     found: dict[str, Any] = resources[role]["Properties"]
     return found
 
@@ -126,11 +143,14 @@ def test_the_check_container_gets_no_aws_credentials(resources: dict[str, Any]) 
     assert check["DependsOn"] == [{"ContainerName": "fetch", "Condition": "SUCCESS"}]
 
 
-def test_every_state_machine_substitution_is_declared(resources: dict[str, Any]) -> None:
-    definition = (ROOT / "statemachine/receipt_run.asl.json").read_text()
+@pytest.mark.parametrize("machine", MACHINES)
+def test_every_state_machine_substitution_is_declared(
+    resources: dict[str, Any], machine: str
+) -> None:
+    definition = (ROOT / MACHINES[machine]).read_text()
     placeholders = set(re.findall(r"\$\{(\w+)\}", definition))
-    machine = resources["ReceiptRunStateMachine"]["Properties"]
-    assert set(machine["DefinitionSubstitutions"]) == placeholders
+    properties = resources[machine]["Properties"]
+    assert set(properties["DefinitionSubstitutions"]) == placeholders
 
 
 def test_the_image_is_only_ever_a_pinned_digest() -> None:
@@ -192,14 +212,150 @@ def test_the_authorizer_can_only_read_token_hashes(resources: dict[str, Any]) ->
     assert actions == {"dynamodb:GetItem", "dynamodb:Query"}
 
 
-def test_only_the_api_can_queue_promote_jobs(resources: dict[str, Any]) -> None:
-    for name, resource in resources.items():
-        if resource["Type"] != "AWS::IAM::Role":
+def _promote_states() -> dict[str, Any]:
+    states: dict[str, Any] = json.loads((ROOT / MACHINES["PromoteRunStateMachine"]).read_text())[
+        "States"
+    ]
+    return states
+
+
+def test_every_promote_resource_is_substituted() -> None:
+    """No account, region or name is written into the definition: each Lambda and the
+    nested machine come through DefinitionSubstitutions."""
+    for name, state in _promote_states().items():
+        if state["Type"] != "Task":
             continue
-        invokes = [
-            s for s in _statements(resource["Properties"]) if "lambda:InvokeFunction" in _actions(s)
-        ]
-        if name.startswith("ApiFunction"):
-            assert [s["Resource"] for s in invokes] == [{"Fn::GetAtt": ["PromoteFunction", "Arn"]}]
-        elif not name.startswith("ReceiptRunStateMachine"):
-            assert invokes == [], name
+        resource = state["Resource"]
+        if resource.startswith("arn:aws:states:::"):  # a service integration, not a resource
+            assert re.fullmatch(r"\$\{\w+\}", state["Parameters"]["StateMachineArn"]), name
+        else:
+            assert re.fullmatch(r"\$\{\w+\}", resource), name
+
+
+def test_every_promote_state_settles_its_failures() -> None:
+    """A Catch on every Task routes any error to Settle (Settle's own goes to a Fail)."""
+    states = _promote_states()
+    for name, state in states.items():
+        if state["Type"] != "Task":
+            continue
+        [catch] = state["Catch"]
+        assert catch["ErrorEquals"] == ["States.ALL"], name
+        if name == "Settle":
+            assert states[catch["Next"]]["Type"] == "Fail"
+        elif name == "BeforePromoteRun":
+            # A failed nested run is judged by Verify, whose refusal is the exact 409.
+            assert catch["Next"] == "Verify"
+        else:
+            assert (catch["Next"], catch["ResultPath"]) == ("Settle", "$.error"), name
+
+
+def test_the_promote_machine_waits_for_the_nested_receipt_run() -> None:
+    states = _promote_states()
+    nested = states["BeforePromoteRun"]
+    assert nested["Resource"] == "arn:aws:states:::states:startExecution.sync:2"
+    assert nested["Parameters"]["StateMachineArn"] == "${ReceiptRunStateMachineArn}"
+    receipt = json.loads((ROOT / MACHINES["ReceiptRunStateMachine"]).read_text())
+    # The nested run ends by its own timeout before the promote's task gives up on it.
+    assert nested["TimeoutSeconds"] > receipt["TimeoutSeconds"]
+    [busy] = [r for r in states["Acquire"]["Retry"] if r["ErrorEquals"] == ["LeaseBusy"]]
+    assert busy["MaxAttempts"] > 1
+
+
+def _limits() -> ModuleType:
+    """The service's limits module, read from its file: the tools venv has no forkhorse
+    installed, and the module needs nothing but the standard library."""
+    path = ROOT / "layers/forkhorse/forkhorse/domain/limits.py"
+    spec = importlib.util.spec_from_file_location("forkhorse_limits", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module while defined
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_lease_cap_is_the_receipt_machines_timeout() -> None:
+    """The promote lease's TTL is capped at the longest a ReceiptRun can last: the constant
+    the service caps it with is the receipt machine's own timeout."""
+    receipt = json.loads((ROOT / MACHINES["ReceiptRunStateMachine"]).read_text())
+    assert receipt["TimeoutSeconds"] == _limits().RECEIPT_RUN_TIMEOUT_SECONDS
+
+
+def test_the_write_step_is_never_retried_once_it_may_have_run() -> None:
+    """Only a throttled invoke (which never ran the step) is retried; any other error
+    settles, so a canonical write cannot happen twice."""
+    [retry] = _promote_states()["Write"]["Retry"]
+    assert retry["ErrorEquals"] == ["Lambda.TooManyRequestsException"]
+
+
+def _allowed(role: dict[str, Any], action: str) -> list[Any]:
+    return [
+        s["Resource"] for s in _statements(role) if s["Effect"] == "Allow" and action in _actions(s)
+    ]
+
+
+def test_only_state_machines_invoke_functions(resources: dict[str, Any]) -> None:
+    """The PromoteFunction and its queueing are gone: no function invokes another."""
+    assert "PromoteFunction" not in resources
+    for name, resource in resources.items():
+        if resource["Type"] == "AWS::IAM::Role" and not name.endswith("StateMachineRole"):
+            assert _allowed(resource["Properties"], "lambda:InvokeFunction") == [], name
+
+
+def test_the_api_may_only_start_promote_runs(resources: dict[str, Any]) -> None:
+    api = _role_of(resources, "ApiFunction")
+    assert _allowed(api, "states:StartExecution") == [
+        {"Ref": "ReceiptRunStateMachine"},
+        {"Ref": "PromoteRunStateMachine"},
+    ]
+    assert _allowed(api, "states:StopExecution") == []
+    for name, resource in resources.items():
+        if resource["Type"] == "AWS::IAM::Role" and not name.startswith("ApiFunction"):
+            started = _allowed(resource["Properties"], "states:StartExecution")
+            assert {"Ref": "PromoteRunStateMachine"} not in started, name
+
+
+def test_the_promote_machine_may_only_run_its_steps_and_the_receipt_machine(
+    resources: dict[str, Any],
+) -> None:
+    role = _role_of(resources, "PromoteRunStateMachine")
+    invoked = [json.dumps(r) for r in _allowed(role, "lambda:InvokeFunction")]
+    assert len(invoked) == len(PROMOTE_STEPS)
+    assert all(any(step in r for step in PROMOTE_STEPS) for r in invoked)
+    assert _allowed(role, "states:StartExecution") == [{"Ref": "ReceiptRunStateMachine"}]
+    for action in ("states:DescribeExecution", "states:StopExecution"):
+        [executions] = _allowed(role, action)
+        assert "execution:${ReceiptRunStateMachine.Name}:*" in json.dumps(executions)
+    for action in ("events:PutTargets", "events:PutRule", "events:DescribeRule"):
+        [rule] = _allowed(role, action)
+        assert json.dumps(rule).endswith(
+            'rule/StepFunctionsGetEventsForStepFunctionsExecutionRule"}'
+        )
+
+
+def test_only_the_write_step_may_write_canonical(resources: dict[str, Any]) -> None:
+    [deny] = resources["NoCanonicalWritesPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny"
+    assert set(_actions(deny)) >= {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    assert deny["Condition"] == {
+        "ForAnyValue:StringLike": {"dynamodb:LeadingKeys": ["REPO#*#canonical"]}
+    }
+    for step in PROMOTE_STEPS:
+        managed = _role_of(resources, step).get("ManagedPolicyArns", [])
+        denied = {"Ref": "NoCanonicalWritesPolicy"} in managed
+        assert denied == (step != "PromoteWriteFunction"), step
+
+
+def test_recovery_watches_both_machines_and_cannot_write_canonical(
+    resources: dict[str, Any],
+) -> None:
+    """A PromoteRun that dies without its Settle state is settled by RunRecoveryFunction,
+    which reads canonical's head to reconcile an uncertain write but may never write it."""
+    pattern = resources["RunRecoveryFunctionExecutionEnded"]["Properties"]["EventPattern"]
+    assert pattern["detail"]["stateMachineArn"] == [
+        {"Ref": "ReceiptRunStateMachine"},
+        {"Ref": "PromoteRunStateMachine"},
+    ]
+    assert pattern["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
+    managed = _role_of(resources, "RunRecoveryFunction").get("ManagedPolicyArns", [])
+    assert {"Ref": "NoCanonicalWritesPolicy"} in managed

@@ -152,6 +152,7 @@ def test_on_aws_the_history_names_the_execution_and_links_the_console(
             {"id": 1, "type": "ExecutionStarted", "timestamp": "2026-01-02T03:04:05+00:00"},
             {"id": 2, "type": "ExecutionSucceeded", "timestamp": "2026-01-02T03:04:05+00:00"},
         ],
+        "promote": None,  # the review was never promoted
     }
 
 

@@ -1,17 +1,16 @@
 """The AWS promote path in-process: moto's DynamoDB holds the state; moto's Step Functions
-interprets the real ReceiptRun ASL with its Lambda tasks dispatched to the real step
-handlers (local git, bubblewrap and podman behind them, as in the drift test); the real
-ApiFunction queues promote jobs with an asynchronous Lambda invoke, which is captured and
-run on a thread by the real PromoteFunction handler, each invoke in a fresh "container"."""
+interprets the real PromoteRun and ReceiptRun ASL (the before-promote run nested with
+`startExecution.sync:2`), with every Lambda task dispatched to the real step handlers
+(local git, bubblewrap and podman behind them, as in the drift test), each invoke with a
+fresh service, as a fresh Lambda container would have. A handler's exception comes back
+as Lambda reports a function error, so the machine's Retry and Catch see the real names."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import importlib.util
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ import boto3
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
-from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.api import aws as aws_wiring
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.domain.model import Promotion
@@ -37,6 +35,9 @@ from forkhorse.service.identity import Caller
 from forkhorse.wiring.local import LocalRuntime, build_local_runtime
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (  # noqa: E501
+    StateTaskServiceSfn,
+)
 
 from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.runner.test_step_functions_drift import (
@@ -52,7 +53,15 @@ from tests.support.lambda_context import FakeLambdaContext
 
 ROOT = Path(__file__).resolve().parents[3]
 OWNER = Caller("6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c", "owner")
-PROMOTE_FUNCTION = "forkhorse-PromoteFunction"
+# DefinitionSubstitutions name -> the function directory whose handler serves it.
+PROMOTE_FUNCTIONS = {
+    "PromoteAcquireFunctionArn": "promote_acquire",
+    "PromoteStartRunFunctionArn": "promote_start_run",
+    "PromoteVerifyFunctionArn": "promote_verify",
+    "PromoteWriteFunctionArn": "promote_write",
+    "PromoteReleaseFunctionArn": "promote_release",
+    "PromoteSettleFunctionArn": "promote_settle",
+}
 RECEIPT_TIMEOUT = 60.0
 SETTLE_TIMEOUT = 60.0
 QUICK_OK = "def check(ctx):\n    return {'ok': True, 'message': 'Quick check passed.'}\n"
@@ -82,8 +91,8 @@ class ShiftClock:
         return datetime.now(UTC) + self.offset
 
 
-class Frozen(BaseException):
-    """A frozen PromoteFunction's thread ends without running another line of the job."""
+class Crash(Exception):
+    """A step's Lambda dies after its work is done (Lambda reports an unhandled error)."""
 
 
 def _module(directory: str) -> ModuleType:
@@ -111,11 +120,10 @@ class AwsWorld:
     store: DynamoDbStore
     clock: ShiftClock
     project_id: str
-    jobs: list[threading.Thread] = field(default_factory=list)
-    # How many of the next promote jobs freeze inside their before-promote wait.
-    freeze_next: int = 0
-    thaw: threading.Event = field(default_factory=threading.Event)
-    frozen: list[str] = field(default_factory=list)
+    promote_machine: str = ""
+    # Step directory -> called after that step's handler returns; it may raise `Crash`.
+    after: dict[str, Any] = field(default_factory=dict)
+    invoked: list[str] = field(default_factory=list)
 
     def service(self) -> Service:
         """A fresh service, wired exactly as the handlers wire theirs."""
@@ -190,16 +198,28 @@ class AwsWorld:
         assert review is not None
         return None if review.execution is None else review.execution.summary
 
+    def summary_generation(self, review_id: str) -> str | None:
+        review = self.store.get_review(review_id)
+        assert review is not None
+        return None if review.execution is None else review.execution.generation
+
     def promotions(self, review_id: str) -> list[Promotion]:
         return [p for p in self.store.list_promotions(self.project_id) if p.review_id == review_id]
 
     def canonical(self) -> str | None:
         return self.runtime.git.store(self.project_id).head()
 
-    def join_jobs(self) -> None:
-        for job in list(self.jobs):
-            if job.name not in self.frozen:
-                job.join(SETTLE_TIMEOUT)
+    def execution(self, promotion_id: str) -> dict[str, Any]:
+        """The PromoteRun execution of a promotion, once it has ended."""
+        client = boto3.client("stepfunctions", region_name=REGION)
+        prefix, _, name = self.promote_machine.rpartition(":stateMachine:")
+        arn = f"{prefix}:execution:{name}:{promotion_id}"
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while True:
+            described = dict(client.describe_execution(executionArn=arn))
+            if described["status"] != "RUNNING" or time.monotonic() > deadline:
+                return described
+            time.sleep(0.2)
 
 
 def _executions() -> list[dict[str, Any]]:
@@ -221,45 +241,92 @@ _API_EVENT: dict[str, Any] = json.loads((ROOT / "events" / "api_promote.json").r
 _API_EVENT["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = OWNER.id
 
 
-def _dispatch(world: AwsWorld) -> Any:
-    """moto's Lambda invoke: Step Functions' tasks run the step handlers synchronously; an
-    `Event` invoke of the PromoteFunction runs its handler on a thread and returns at once."""
-    steps = {function: _load_handler(function) for function in FUNCTIONS.values()}
+def promote_definition(receipt_machine: str) -> str:
+    text = (ROOT / "statemachine/promote.asl.json").read_text()
+    for name, function in PROMOTE_FUNCTIONS.items():
+        arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}"
+        text = text.replace("${" + name + "}", arn)
+    text = text.replace("${ReceiptRunStateMachineArn}", receipt_machine)
+    assert "${" not in text, "every DefinitionSubstitution must be covered"
+    return text
 
-    def run_job(event: dict[str, Any]) -> None:
-        with contextlib.suppress(Frozen):
-            _module("promote").handler(event, FakeLambdaContext())
+
+def create_machines() -> tuple[str, str]:
+    """The ReceiptRun and PromoteRun machines, from the real definitions."""
+    client = boto3.client("stepfunctions", region_name=REGION)
+    receipt = client.create_state_machine(
+        name="ReceiptRun", definition=_definition(), roleArn=f"arn:aws:iam::{ACCOUNT}:role/run"
+    )["stateMachineArn"]
+    promote = client.create_state_machine(
+        name="PromoteRun",
+        definition=promote_definition(receipt),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/promote",
+    )["stateMachineArn"]
+    return receipt, promote
+
+
+def lambda_dispatch(handlers: dict[str, Any], after: dict[str, Any], invoked: list[str]) -> Any:
+    """moto's Lambda invoke: the named handler runs synchronously; an exception becomes
+    Lambda's function-error payload, named by its type, as the Python runtime reports it."""
 
     def invoke(
-        self: object, function_name: str, qualifier: object, body: Any, headers: Any, *_: object
+        self: object,
+        function_name: str,
+        qualifier: object,
+        body: Any,
+        headers: Any,
+        response_headers: dict[str, str],
+        *_: object,
     ) -> bytes:
         name = function_name.rsplit(":", 1)[-1]
-        if name != PROMOTE_FUNCTION:
-            return json.dumps(steps[name](json.loads(body), FakeLambdaContext())).encode()
-        assert headers.get("X-Amz-Invocation-Type") == "Event", "promote jobs are asynchronous"
-        event = json.loads(body)
-        thread_name = f"promote-{event['promotionId']}"
-        if world.freeze_next > 0:
-            world.freeze_next -= 1
-            world.frozen.append(thread_name)
-        job = threading.Thread(target=run_job, args=(event,), name=thread_name, daemon=True)
-        world.jobs.append(job)
-        job.start()
-        return b""
+        invoked.append(name)
+        try:
+            result = handlers[name](json.loads(body), FakeLambdaContext())
+            if name in after:
+                after[name]()
+        except Exception as error:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            failure = {"errorMessage": str(error), "errorType": type(error).__name__}
+            return json.dumps({**failure, "stackTrace": []}).encode()
+        return json.dumps(result).encode()
 
     return invoke
 
 
-def _freezing_wait(world: AwsWorld) -> Any:
-    original = StepFunctionsOrchestrator.wait
+# moto's interpreter leaves a service task's Parameters in the ASL's PascalCase, which boto
+# cannot serialize, and hands boto's camelCase responses back unchanged (its LocalStack
+# origin normalizes both; moto's copy does not). The real definition keeps AWS's names;
+# these two shims translate at the call and the response, nothing more.
+_BOTO_START_EXECUTION = {"StateMachineArn": "stateMachineArn", "Name": "name", "Input": "input"}
+_sfn_normalise = StateTaskServiceSfn._normalise_parameters
 
-    def wait(self: StepFunctionsOrchestrator, run: Any, timeout_seconds: float) -> bool:
-        if threading.current_thread().name in world.frozen:
-            world.thaw.wait()  # the Lambda is gone: no line of the job runs after this
-            raise Frozen
-        return original(self, run, timeout_seconds)
 
-    return wait
+def _boto_parameters(
+    self: StateTaskServiceSfn,
+    parameters: dict[str, Any],
+    boto_service_name: str | None = None,
+    service_action_name: str | None = None,
+) -> None:
+    _sfn_normalise(self, parameters, boto_service_name, service_action_name)
+    for asl, boto in _BOTO_START_EXECUTION.items():
+        if asl in parameters:
+            parameters[boto] = parameters.pop(asl)
+
+
+def _aws_response(
+    self: StateTaskServiceSfn,
+    response: Any,
+    boto_service_name: str | None = None,
+    service_action_name: str | None = None,
+) -> None:
+    if isinstance(response, dict):
+        for key in list(response):
+            response[key[:1].upper() + key[1:]] = response.pop(key)
+
+
+def all_handlers() -> dict[str, Any]:
+    directories = [*FUNCTIONS.values(), *PROMOTE_FUNCTIONS.values()]
+    return {directory: _load_handler(directory) for directory in directories}
 
 
 @pytest.fixture
@@ -278,8 +345,7 @@ def aws_world(
         "AWS_DEFAULT_REGION": REGION,
         "BUCKET_NAME": "unused-git-is-on-disk",
         "PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com",
-        "PROMOTE_FUNCTION_NAME": PROMOTE_FUNCTION,
-        # Far below the run's length: every promote outlasts its request.
+        # Far below the run's length: every required promote outlasts its request.
         "PROMOTE_WAIT_SECONDS": "0.2",
     }.items():
         monkeypatch.setenv(name, value)
@@ -288,13 +354,10 @@ def aws_world(
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         table = create_table_from_template(dynamodb)
         store = DynamoDbStore(dynamodb, table)
-        machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
-            name="ReceiptRun",
-            definition=_definition(),
-            roleArn=f"arn:aws:iam::{ACCOUNT}:role/receipt-run",
-        )["stateMachineArn"]
+        receipt, promote = create_machines()
         monkeypatch.setenv("TABLE_NAME", table)
-        monkeypatch.setenv("STATE_MACHINE_ARN", machine)
+        monkeypatch.setenv("STATE_MACHINE_ARN", receipt)
+        monkeypatch.setenv("PROMOTE_STATE_MACHINE_ARN", promote)
         # The handlers' services: git on disk (shared with the step handlers), our clock.
         monkeypatch.setattr(aws_wiring, "git_host", lambda: runtime.git)
         monkeypatch.setattr(aws_wiring, "SystemClock", lambda: clock)
@@ -302,9 +365,13 @@ def aws_world(
         deps = dataclasses.replace(runtime.deps, store=store, poll_seconds=FULL_POLL_SECONDS)
         monkeypatch.setattr(providers, "runner", lambda: deps)
         monkeypatch.setattr(providers, "quick", lambda: runtime.quick_deps)
-        world = AwsWorld(runtime, store, clock, project_id="")
-        monkeypatch.setattr(LambdaSimpleBackend, "invoke", _dispatch(world))
-        monkeypatch.setattr(StepFunctionsOrchestrator, "wait", _freezing_wait(world))
+        world = AwsWorld(runtime, store, clock, project_id="", promote_machine=promote)
+        # Each promote step gets a fresh service: no state survives between invokes.
+        monkeypatch.setattr(providers, "promote", lambda: world.service().context)
+        dispatch = lambda_dispatch(all_handlers(), world.after, world.invoked)
+        monkeypatch.setattr(LambdaSimpleBackend, "invoke", dispatch)
+        monkeypatch.setattr(StateTaskServiceSfn, "_normalise_parameters", _boto_parameters)
+        monkeypatch.setattr(StateTaskServiceSfn, "_normalise_response", _aws_response)
         service = world.service()
         project = service.projects.create_project(OWNER, "proj", True)["project"]
         world.project_id = project["id"]
@@ -316,8 +383,6 @@ def aws_world(
         try:
             yield world
         finally:
-            world.thaw.set()
-            world.join_jobs()
             runtime.close()
 
 

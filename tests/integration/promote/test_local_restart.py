@@ -1,4 +1,5 @@
-"""Local mode: a promote job never outlives its process, so a restart settles what it left."""
+"""Local mode: a restart settles what a dead process's promote left, without waiting for
+that process's workflow lease (it is still live here: an hour-long TTL)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from forkhorse.service.promotions import JOB_STOPPED
 from forkhorse.wiring.local import build_local_runtime
 
 from tests.support.store import COMMIT, seed_review
+
+RECOVERY_SECONDS = 30.0
 
 
 def test_a_restart_stops_a_queued_promote_and_reconciles_a_pending_one(tmp_path: Path) -> None:
@@ -30,7 +33,8 @@ def test_a_restart_stops_a_queued_promote_and_reconciles_a_pending_one(tmp_path:
         deadline=now + timedelta(hours=1),
     )
     assert runtime.store.request_promotion(queued, now)
-    token = runtime.store.acquire_lease("proj", "old-process", timedelta(seconds=1), now)
+    # The dead workflow's lease (its holder is its promotion) stays live for an hour.
+    token = runtime.store.acquire_lease("proj", queued.id, timedelta(hours=1), now)
     assert token is not None
     pending = queued.model_copy(update={"state": "pending"})
     assert runtime.store.begin_promotion(pending, token, now)
@@ -42,6 +46,7 @@ def test_a_restart_stops_a_queued_promote_and_reconciles_a_pending_one(tmp_path:
     restarted = build_local_runtime(home)
     app = build_local_app(restarted, ServiceSettings(public_url="http://127.0.0.1:1"))
     try:
+        assert app.promotes.recovered(RECOVERY_SECONDS), "recovery waited for the dead lease"
         for promotion_id in ("promotion-queued", "promotion-waiting"):
             settled = restarted.store.get_promotion("proj", promotion_id)
             assert settled is not None
@@ -49,5 +54,6 @@ def test_a_restart_stops_a_queued_promote_and_reconciles_a_pending_one(tmp_path:
             assert settled.refusal is not None
             assert settled.refusal.error == JOB_STOPPED
         assert restarted.store.open_promotion("proj") is None, "the project is no longer fenced"
+        assert restarted.store.check_fence("proj", token, datetime.now(UTC)) is False
     finally:
         app.close()

@@ -1,25 +1,25 @@
-"""Promote on AWS: the ApiFunction answers 202 and queues the job; the PromoteFunction runs
-the before-promote run through the real ReceiptRun state machine under the workflow lease;
-any ApiFunction container answers GET .../promotion from the Store."""
+"""Promote on AWS: the ApiFunction starts a PromoteRun execution and answers 202; the real
+PromoteRun machine takes the lease, runs the before-promote ReceiptRun nested, verifies and
+fast-forwards; any ApiFunction container answers GET .../promotion from the Store."""
 
 from __future__ import annotations
 
+import json
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from forkhorse.api.aws import aws_settings
-from forkhorse.service.promotions import ALREADY_RUNNING, JOB_STOPPED, PROMOTE_FAILED
+from forkhorse.api.aws import PROMOTE_ACQUIRE_SECONDS
+from forkhorse.service.promotions import ALREADY_RUNNING, PROMOTE_FAILED
 
 from tests.integration.promote.conftest import (
     FAILING,
     OWNER,
     PASSING,
-    PROMOTE_FUNCTION,
+    ROOT,
     AwsWorld,
-    _module,
+    Crash,
 )
 
 CHECKS_FAILED = {"error": "Checks failed before promote."}
@@ -56,7 +56,16 @@ def test_a_promote_answers_202_and_any_container_reads_its_outcome(aws_world: Aw
     assert after.digest == promotion["digest"] != reviewed.digest
     ledger = aws_world.store.ledger(aws_world.project_id)
     assert [entry.digest for entry in ledger] == [promotion["digest"]]
-    assert [job.name for job in aws_world.jobs] == [f"promote-{pending['id']}"]
+    # One PromoteRun execution, each step invoked once: nothing waited in a Lambda.
+    assert aws_world.execution(pending["id"])["status"] == "SUCCEEDED"
+    steps = [name for name in aws_world.invoked if name.startswith("promote_")]
+    assert steps == [
+        "promote_acquire",
+        "promote_start_run",
+        "promote_verify",
+        "promote_write",
+        "promote_release",
+    ]
     # The lease is free again and nothing fences the project.
     assert aws_world.store.open_promotion(aws_world.project_id) is None
     assert aws_world.store.acquire_lease(
@@ -76,7 +85,6 @@ def test_the_exact_409_is_kept_and_read_by_a_fresh_service(aws_world: AwsWorld) 
     status, body = _promote(aws_world, review_id, commit)
     assert status == 202, body
     assert aws_world.settle(review_id) == (409, CHECKS_FAILED)
-    aws_world.join_jobs()
 
     fresh = aws_world.service()
     answer = fresh.promotions.status(OWNER, aws_world.project_id, review_id)
@@ -94,58 +102,77 @@ def test_the_exact_409_is_kept_and_read_by_a_fresh_service(aws_world: AwsWorld) 
     assert aws_world.store.open_promotion(aws_world.project_id) is None
 
 
-def test_a_promote_function_that_dies_mid_run_fences_until_the_next_promote(
+def test_a_write_lambda_that_dies_after_the_canonical_write_promotes_once(
     aws_world: AwsWorld,
 ) -> None:
+    """The Catch hands the dead step to Settle, which finds the promotion done and only
+    releases the lease: one fast-forward, one ledger entry, a 200."""
     lane = aws_world.lane("agent")
     commit = aws_world.push(lane, PASSING)
     review_id = aws_world.approved(lane, commit)
-    initial = aws_world.canonical()
 
-    aws_world.freeze_next = 1
-    api = _module("api")
-    status, body = _promote(aws_world, review_id, commit)
-    assert status == 202, body
-    dead_id = body["promotion"]["id"]
-    _wait_for(lambda: _state(aws_world, dead_id) == "pending")
-    summary = aws_world.summary(review_id)
-    assert summary is not None
-    assert summary.trigger == "before-promote", "it died inside its before-promote run"
-    # Within its deadline the job may still be running.
-    path = f"{aws_world.promotion_path(review_id)}/promotion"
-    assert aws_world.call("GET", path, api=api)[0] == 202
-    fence = aws_world.store.open_promotion(aws_world.project_id)
-    assert fence is not None
-    assert fence.id == dead_id
+    def crash() -> None:
+        raise Crash("the write step's Lambda died after its work")
 
-    # Past the function's timeout: the lease has lapsed and the job is presumed dead.
-    settings = aws_settings()
-    aws_world.clock.offset = settings.lease_ttl + timedelta(minutes=1)
-    assert aws_world.call("GET", path, api=api) == (409, {"error": JOB_STOPPED})
-    fence = aws_world.store.open_promotion(aws_world.project_id)
-    assert fence is not None
-    assert fence.id == dead_id, "still fenced: only a promote reconciles"
-    assert aws_world.canonical() == initial
-
-    # The next promote reconciles the dead promotion under the lease, then promotes.
+    aws_world.after["promote_write"] = crash
     status, body = _promote(aws_world, review_id, commit)
     assert status == 202, body
     status, body = aws_world.settle(review_id)
     assert status == 200, body
     assert aws_world.canonical() == commit
-    dead = aws_world.store.get_promotion(aws_world.project_id, dead_id)
-    assert dead is not None
-    assert dead.state == "failed"
-    assert dead.refusal is not None
-    assert dead.refusal.error == JOB_STOPPED
-
-    # The frozen function thaws (a late instance, say): it can write nothing.
-    aws_world.thaw.set()
-    for job in aws_world.jobs:
-        job.join(10)
-    assert aws_world.canonical() == commit
     assert len(aws_world.store.ledger(aws_world.project_id)) == 1
     assert aws_world.store.open_promotion(aws_world.project_id) is None
+    assert "promote_settle" in aws_world.invoked
+    assert aws_world.store.acquire_lease(
+        aws_world.project_id, "probe", timedelta(seconds=1), aws_world.clock.now()
+    ), "Settle released the lease"
+
+
+def test_the_history_shows_the_promote_execution(aws_world: AwsWorld) -> None:
+    lane = aws_world.lane("agent")
+    commit = aws_world.push(lane, PASSING)
+    review_id = aws_world.approved(lane, commit)
+    assert _promote(aws_world, review_id, commit)[0] == 202
+    assert aws_world.settle(review_id)[0] == 200
+    status, body = aws_world.call("GET", f"{aws_world.promotion_path(review_id)}/history")
+    assert status == 200, body
+    promote = body["promote"]
+    assert promote["state"] == "done"
+    # On AWS the promote block names its PromoteRun execution and links its console page.
+    machine = aws_world.promote_machine.replace(":stateMachine:", ":execution:")
+    assert promote["executionArn"] == f"{machine}:{promote['promotionId']}"
+    assert promote["consoleUrl"].endswith(f"#/v2/executions/details/{promote['executionArn']}")
+    types = [event["type"] for event in promote["events"]]
+    assert types[0] == "ExecutionStarted"
+    assert types[-1] == "ExecutionSucceeded"
+    entered = [
+        event["stateEnteredEventDetails"]["name"]
+        for event in promote["events"]
+        if event["type"].endswith("StateEntered")
+    ]
+    assert entered == [
+        "Acquire",
+        "StartRun",
+        "Mode",
+        "BeforePromoteRun",
+        "Verify",
+        "Write",
+        "Release",
+    ]
+    # The receipt run beside it is the nested before-promote execution.
+    assert body["executionArn"].rsplit(":", 1)[-1] == aws_world.summary_generation(review_id)
+
+
+def test_a_queued_promotion_outlives_acquires_lease_busy_retries() -> None:
+    """Past PROMOTE_ACQUIRE_SECONDS a promotion that never took the lease reads as stopped;
+    Acquire's backoff on LeaseBusy must end (and settle) well before that."""
+    states = json.loads((ROOT / "statemachine/promote.asl.json").read_text())["States"]
+    [busy] = [r for r in states["Acquire"]["Retry"] if r["ErrorEquals"] == ["LeaseBusy"]]
+    delays = [
+        min(busy["IntervalSeconds"] * busy["BackoffRate"] ** n, busy["MaxDelaySeconds"])
+        for n in range(busy["MaxAttempts"])
+    ]
+    assert sum(delays) < PROMOTE_ACQUIRE_SECONDS / 2
 
 
 def test_two_racing_promotes_are_serialized_by_the_lease(aws_world: AwsWorld) -> None:
@@ -187,34 +214,22 @@ def test_two_racing_promotes_are_serialized_by_the_lease(aws_world: AwsWorld) ->
     assert aws_world.store.open_promotion(aws_world.project_id) is None
 
 
-def _state(world: AwsWorld, promotion_id: str) -> str | None:
-    promotion = world.store.get_promotion(world.project_id, promotion_id)
-    return None if promotion is None else promotion.state
-
-
-def _wait_for(condition: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
-def test_a_job_that_cannot_be_queued_fails_and_leaves_the_review_free(
+def test_a_promote_that_cannot_start_fails_and_leaves_the_review_free(
     aws_world: AwsWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lane = aws_world.lane("agent")
     commit = aws_world.push(lane, PASSING)
     review_id = aws_world.approved(lane, commit)
-    monkeypatch.setenv("PROMOTE_FUNCTION_NAME", "")
-    with pytest.raises(RuntimeError, match="PROMOTE_FUNCTION_NAME"):
+    machine = aws_world.promote_machine
+    monkeypatch.setenv("PROMOTE_STATE_MACHINE_ARN", "")
+    with pytest.raises(RuntimeError, match="PROMOTE_STATE_MACHINE_ARN"):
         _promote(aws_world, review_id, commit)
     [failed] = aws_world.promotions(review_id)
     assert failed.state == "failed"
     path = f"{aws_world.promotion_path(review_id)}/promotion"
     assert aws_world.call("GET", path) == (409, {"error": PROMOTE_FAILED})
-    assert aws_world.jobs == []
 
-    monkeypatch.setenv("PROMOTE_FUNCTION_NAME", PROMOTE_FUNCTION)
+    monkeypatch.setenv("PROMOTE_STATE_MACHINE_ARN", machine)
     assert _promote(aws_world, review_id, commit)[0] == 202
     assert aws_world.settle(review_id)[0] == 200
     assert aws_world.canonical() == commit

@@ -51,6 +51,7 @@ def test_a_killed_supervisor_leaves_an_infrastructure_error_that_never_attaches(
 
     restarted = build_local_runtime(home, images=ImageRegistry(images))  # recovers on start
     try:
+        assert restarted.supervisor.recovered(60), "orphan cleanup runs in the background"
         review = restarted.store.get_review(run.review_id)
         assert review is not None
         assert review.execution is not None

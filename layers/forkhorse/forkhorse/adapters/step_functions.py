@@ -1,4 +1,5 @@
-"""The AWS Orchestrator: one ReceiptRun Step Functions execution per generation."""
+"""The AWS Orchestrator: one ReceiptRun Step Functions execution per generation, and one
+PromoteRun execution per promotion (which runs its before-promote ReceiptRun nested)."""
 
 from __future__ import annotations
 
@@ -21,21 +22,42 @@ HISTORY_PAGE = 1000
 
 
 class StepFunctionsOrchestrator:
-    """Executions are named by their generation, so a generation can start only once."""
+    """Receipt runs are named by their generation and promote runs by their promotion, so
+    each can start only once."""
 
     def __init__(
         self,
         client: SFNClient,
         state_machine_arn: str,
         sleep: Callable[[float], None] = time.sleep,
+        promote_machine_arn: str = "",
     ) -> None:
         self._client = client
         self._machine = state_machine_arn
+        self._promote_machine = promote_machine_arn
         self._sleep = sleep
 
     def execution_arn(self, run: RunRef) -> str:
-        prefix, _, name = self._machine.rpartition(":stateMachine:")
-        return f"{prefix}:execution:{name}:{run.generation}"
+        return _execution_arn(self._machine, run.generation)
+
+    def promote_execution_arn(self, project_id: str, promotion_id: str) -> str:
+        """Promotion ids are unique across projects: the name is the promotion's id."""
+        return _execution_arn(self._promote_machine, promotion_id)
+
+    def start_promote(self, project_id: str, promotion_id: str) -> str:
+        """The PromoteRun execution named by the promotion, so it can start only once; the
+        input names the promotion and nothing else (everything is read from the Store)."""
+        if not self._promote_machine:
+            raise RuntimeError("PROMOTE_STATE_MACHINE_ARN is not configured")
+        try:
+            started = self._client.start_execution(
+                stateMachineArn=self._promote_machine,
+                name=promotion_id,
+                input=json.dumps({"projectId": project_id, "promotionId": promotion_id}),
+            )
+        except self._client.exceptions.ExecutionAlreadyExists:
+            return self.promote_execution_arn(project_id, promotion_id)  # started already
+        return started["executionArn"]
 
     def start_run(self, run: RunRef) -> str:
         started = self._client.start_execution(
@@ -68,17 +90,29 @@ class StepFunctionsOrchestrator:
             self._sleep(POLL_SECONDS)
 
     def history(self, run: RunRef) -> list[dict[str, Any]]:
+        return self._history(self.execution_arn(run))
+
+    def promote_history(self, project_id: str, promotion_id: str) -> list[dict[str, Any]]:
+        """The PromoteRun execution's events; none before it started."""
+        try:
+            return self._history(self.promote_execution_arn(project_id, promotion_id))
+        except self._client.exceptions.ExecutionDoesNotExist:
+            return []
+
+    def _history(self, execution_arn: str) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        arguments: dict[str, Any] = {
-            "executionArn": self.execution_arn(run),
-            "maxResults": HISTORY_PAGE,
-        }
+        arguments: dict[str, Any] = {"executionArn": execution_arn, "maxResults": HISTORY_PAGE}
         while True:
             page = self._client.get_execution_history(**arguments)
             events.extend(_wire(event) for event in page["events"])
             if "nextToken" not in page:
                 return events
             arguments["nextToken"] = page["nextToken"]
+
+
+def _execution_arn(machine_arn: str, name: str) -> str:
+    prefix, _, machine = machine_arn.rpartition(":stateMachine:")
+    return f"{prefix}:execution:{machine}:{name}"
 
 
 def _wire(event: Any) -> dict[str, Any]:

@@ -1,24 +1,25 @@
-"""AWS wiring for the API, authorizer, push and promote handlers: DynamoDB, S3 git, Step
-Functions, and promote jobs in the PromoteFunction.
+"""AWS wiring for the API, authorizer, push and PromoteRun step handlers: DynamoDB, S3 git
+and Step Functions (ReceiptRun executions, and a PromoteRun execution per promote).
 
 Configuration comes from the environment: TABLE_NAME, BUCKET_NAME, STATE_MACHINE_ARN,
-PUBLIC_URL, PROMOTE_FUNCTION_NAME (needed to promote) and optionally PROMOTE_WAIT_SECONDS.
+PUBLIC_URL, PROMOTE_STATE_MACHINE_ARN (needed to promote) and optionally
+PROMOTE_WAIT_SECONDS.
 """
 
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from functools import cache
 
 import boto3
 
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
-from forkhorse.adapters.jobs import LambdaPromoteJobs
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.api.authorizer import OwnerPool
 from forkhorse.ports.clock import SystemClock
 from forkhorse.ports.store import Store
 from forkhorse.service import Service, ServiceSettings
+from forkhorse.service.context import Context
 from forkhorse.wiring.aws import git_host
 
 
@@ -26,35 +27,39 @@ def aws_store() -> Store:
     return DynamoDbStore(boto3.client("dynamodb"), os.environ["TABLE_NAME"])
 
 
-# A promote job runs in the PromoteFunction, whose timeout is the Lambda maximum. Its lease
-# wait and before-promote run fit inside that timeout, the lease outlives it, and the job's
-# deadline also covers the event's time in Lambda's async queue (its maximum event age).
-PROMOTE_FUNCTION_TIMEOUT_SECONDS = 900
-PROMOTE_EVENT_MAX_AGE_SECONDS = 60
-PROMOTE_RUN_TIMEOUT_SECONDS = 600
-PROMOTE_LEASE_WAIT_SECONDS = 240
+# A queued promotion is presumed dead if its PromoteRun has not taken the lease by then:
+# longer than Acquire's LeaseBusy retries in statemachine/promote.asl.json (a test checks).
+# Once it holds the lease, the lease's expiry (the checks' timeouts plus a margin) is its
+# deadline.
+PROMOTE_ACQUIRE_SECONDS = 600
 
 
 def aws_settings() -> ServiceSettings:
-    """The same settings in the ApiFunction (which queues jobs) and the PromoteFunction."""
+    """The same settings in the ApiFunction (which starts PromoteRuns) and its steps."""
     return ServiceSettings(
         public_url=os.environ["PUBLIC_URL"].rstrip("/"),
         promote_wait_seconds=float(os.environ.get("PROMOTE_WAIT_SECONDS", "20")),
         promote_poll_seconds=0.5,
-        promote_run_timeout_seconds=PROMOTE_RUN_TIMEOUT_SECONDS,
-        lease_wait_seconds=PROMOTE_LEASE_WAIT_SECONDS,
-        lease_ttl=timedelta(seconds=PROMOTE_FUNCTION_TIMEOUT_SECONDS + 60),
-        promote_job_seconds=PROMOTE_FUNCTION_TIMEOUT_SECONDS + PROMOTE_EVENT_MAX_AGE_SECONDS,
+        promote_job_seconds=PROMOTE_ACQUIRE_SECONDS,
+    )
+
+
+def aws_orchestrator() -> StepFunctionsOrchestrator:
+    return StepFunctionsOrchestrator(
+        boto3.client("stepfunctions"),
+        os.environ["STATE_MACHINE_ARN"],
+        promote_machine_arn=os.environ.get("PROMOTE_STATE_MACHINE_ARN", ""),
     )
 
 
 def build_aws_service() -> Service:
-    git = git_host()
-    orchestrator = StepFunctionsOrchestrator(
-        boto3.client("stepfunctions"), os.environ["STATE_MACHINE_ARN"]
-    )
-    jobs = LambdaPromoteJobs(boto3.client("lambda"), os.environ.get("PROMOTE_FUNCTION_NAME", ""))
-    return Service(aws_store(), git, orchestrator, SystemClock(), aws_settings(), jobs=jobs)
+    return Service(aws_store(), git_host(), aws_orchestrator(), SystemClock(), aws_settings())
+
+
+@cache
+def promote_deps() -> Context:
+    """The PromoteRun steps' ports: the service's own context, once per Lambda container."""
+    return build_aws_service().context
 
 
 def owner_pool() -> OwnerPool | None:

@@ -15,9 +15,10 @@ from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import LocalHttp
 from forkhorse.domain.git_access import GitPrincipal, RepoFacts
 from forkhorse.ports.events import PUSH_EVENT
+from forkhorse.runner.promote_local import AfterStep, LocalPromotes
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.service.identity import Caller
-from forkhorse.wiring.local import LocalRuntime
+from forkhorse.wiring.local import HISTORY_DIR, LocalRuntime
 
 OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
 
@@ -28,21 +29,29 @@ class LocalApp:
     service: Service
     api: ForkhorseApi
     http: LocalHttp
+    promotes: LocalPromotes
 
     def close(self) -> None:
         self.service.shutdown()
         self.runtime.close()
 
 
-def build_local_app(runtime: LocalRuntime, settings: ServiceSettings) -> LocalApp:
+def build_local_app(
+    runtime: LocalRuntime, settings: ServiceSettings, after_step: AfterStep | None = None
+) -> LocalApp:
+    """`after_step` is called after each promote step's journal write (tests crash there)."""
     service = Service(runtime.store, runtime.git, runtime.supervisor, runtime.deps.clock, settings)
-    service.promotions.recover_after_restart()  # no promote job outlives its process
+    promotes = LocalPromotes(
+        service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
+    )
+    runtime.supervisor.attach_promotes(promotes)
+    promotes.resume_in_background()  # the server listens at once
     runtime.events.subscribe(PUSH_EVENT, lambda detail: _follow(service, detail))
     api = ForkhorseApi(service)
     git = GitHttpApp(
         runtime.git, git_token_resolver(service), git_repo_lookup(service), runtime.events
     )
-    return LocalApp(runtime, service, api, LocalHttp(api, git))
+    return LocalApp(runtime, service, api, LocalHttp(api, git), promotes)
 
 
 def _follow(service: Service, detail: Mapping[str, object]) -> None:

@@ -1,6 +1,8 @@
 // The run's execution graph, from Step Functions-shaped history events (local or AWS):
-// prepare, each quick check, the quick gate, each full check, finalize.
-import { duration, h, s, statusLabel } from './dom.js';
+// prepare, each quick check, the quick gate, each full check, finalize. Beside it, the
+// review's latest promote execution: acquire, the nested before-promote run, verify,
+// write, and release (or settle, when it was refused or failed).
+import { badge, duration, h, s, statusLabel } from './dom.js';
 
 const SKIPPED = 'Skipped: a quick check failed.';
 
@@ -93,7 +95,43 @@ export function runGraph(events, summary) {
   return nodes;
 }
 
-const KIND_LABEL = { step: 'step', quick: 'quick check', gate: 'choice', full: 'full check' };
+// The promote machine's states; the nested run is BeforePromoteRun on AWS, RunChecks locally.
+const PROMOTE_STATES = [
+  ['acquire', 'Acquire lease', ['Acquire']],
+  ['start-run', 'Reserve run', ['StartRun']],
+  ['run', 'Before-promote run', ['BeforePromoteRun', 'RunChecks']],
+  ['verify', 'Verify', ['Verify']],
+  ['write', 'Write canonical', ['Write']],
+];
+// A promotion's state as a status badge: open states run; an uncertain write is fenced.
+const PROMOTION_STATUS = { queued: 'pending', pending: 'running', writing: 'running',
+  uncertain: 'infrastructure-error', done: 'done', failed: 'failed' };
+const ENDINGS = ['ExecutionSucceeded', 'ExecutionFailed', 'ExecutionAborted', 'ExecutionTimedOut'];
+
+/** A promote state: never entered is pending (skipped once the execution ended); entered
+ * and not left is running (failed once the execution ended). */
+function promoteStatus(span, ended) {
+  if (!span?.start) return ended ? 'skipped' : 'pending';
+  if (!span.end) return ended ? 'failed' : 'running';
+  return 'done';
+}
+
+/** The promote graph's nodes, in execution order. */
+export function promoteGraph(events) {
+  const found = spans(events);
+  const ended = ENDINGS.some((type) => found.get('Execution')?.[type]);
+  const node = (key, label, span, kind) => ({ key: `promote-${key}`, label, kind,
+    status: promoteStatus(span, ended), ...timing(span) });
+  const nodes = PROMOTE_STATES.map(([key, label, names]) => node(key, label,
+    names.map((name) => found.get(name)).find(Boolean), key === 'run' ? 'run' : 'step'));
+  const settle = found.get('Settle');
+  nodes.push(settle
+    ? { ...node('settle', 'Settle (refused or failed)', settle, 'step'), status: settle.end ? 'failed' : 'running' }
+    : node('release', 'Release lease', found.get('Release'), 'step'));
+  return nodes;
+}
+
+const KIND_LABEL = { step: 'step', quick: 'quick check', gate: 'choice', full: 'full check', run: 'nested run' };
 const NODE_HEIGHT = 44;
 const GAP = 26;
 const WIDTH = 340;
@@ -104,7 +142,7 @@ function nodeText(node) {
 }
 
 /** A vertical SVG flow: one box per state, an arrow between, text on every box. */
-export function graphSvg(nodes) {
+export function graphSvg(nodes, name = 'graph') {
   const height = nodes.length * (NODE_HEIGHT + GAP) - GAP + 4;
   const parts = nodes.map((node, index) => {
     const y = 2 + index * (NODE_HEIGHT + GAP);
@@ -120,24 +158,47 @@ export function graphSvg(nodes) {
       s('text', { x: 30, y: y + 35, class: 'detail' }, `${KIND_LABEL[node.kind]} · ${nodeText(node)}`))];
   });
   return s('svg', { class: 'graph', viewBox: `0 0 ${WIDTH} ${height}`, width: WIDTH, height,
-    role: 'img', 'aria-labelledby': 'graph-desc' },
-  s('desc', { id: 'graph-desc' }, nodes.map((node) => `${node.label}: ${nodeText(node)}`).join('; ')),
+    role: 'img', 'aria-labelledby': `${name}-desc` },
+  s('desc', { id: `${name}-desc` }, nodes.map((node) => `${node.label}: ${nodeText(node)}`).join('; ')),
   s('defs', null, s('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 10, refY: 5,
     markerWidth: 8, markerHeight: 8, orient: 'auto' },
   s('path', { d: 'M0 0 L10 5 L0 10 z', class: 'arrowhead' }))),
   parts);
 }
 
-export function graphSection(history, summary) {
-  const source = history.source === 'step-functions'
-    ? h('p', null, 'From Step Functions GetExecutionHistory. ',
-      history.consoleUrl ? h('a', { href: history.consoleUrl, rel: 'noreferrer', target: '_blank' },
-        'Open this execution in the Step Functions console') : null)
-    : h('p', { class: 'muted' }, 'From the local supervisor’s execution history.');
-  if (!history.events.length) {
-    return [source, h('p', { class: 'muted', id: 'graph-empty' }, summary
-      ? 'No execution history yet: the run has not recorded a state.'
-      : 'No execution: this review has no receipt run.')];
+/** Where the events come from, and on AWS a link to the execution's console page. */
+function sourceLine(history, what) {
+  if (history.source !== 'step-functions') {
+    return h('p', { class: 'muted' }, 'From the local supervisor’s execution history.');
   }
-  return [source, h('div', { class: 'graph-wrap' }, graphSvg(runGraph(history.events, summary)))];
+  return h('p', null, 'From Step Functions GetExecutionHistory. ',
+    history.consoleUrl ? h('a', { href: history.consoleUrl, rel: 'noreferrer', target: '_blank' },
+      `Open this ${what} in the Step Functions console`) : null);
+}
+
+/** The review's latest promote execution; nothing before its first promote. */
+function promoteFigure(history) {
+  const promote = history.promote;
+  if (!promote) return null;
+  const body = promote.events.length
+    ? h('div', { class: 'graph-wrap' }, graphSvg(promoteGraph(promote.events), 'promote-graph'))
+    : h('p', { class: 'muted' }, 'No execution history yet: the promote has not recorded a state.');
+  return h('figure', { class: 'execution', id: 'promote-execution', 'data-state': promote.state },
+    h('figcaption', null, h('h3', null, 'Promote execution'), ' ',
+      badge(PROMOTION_STATUS[promote.state] ?? promote.state), h('span', { class: 'muted' }, ` promotion ${promote.state}`)),
+    sourceLine({ ...promote, source: history.source }, 'promote execution'), body);
+}
+
+function runFigure(history, summary) {
+  const body = history.events.length
+    ? h('div', { class: 'graph-wrap' }, graphSvg(runGraph(history.events, summary)))
+    : h('p', { class: 'muted', id: 'graph-empty' }, summary
+      ? 'No execution history yet: the run has not recorded a state.'
+      : 'No execution: this review has no receipt run.');
+  return h('figure', { class: 'execution', id: 'run-execution' },
+    h('figcaption', null, h('h3', null, 'Receipt run')), sourceLine(history, 'execution'), body);
+}
+
+export function graphSection(history, summary) {
+  return h('div', { class: 'executions' }, runFigure(history, summary), promoteFigure(history));
 }

@@ -1,5 +1,5 @@
 // One review: its commit, receipt, checks and logs, the gate's decision, the run's graph
-// and the Flow-Next receipts attached to it.
+// beside its latest promote execution, and the Flow-Next receipts attached to it.
 import {
   announce, badge, copyButton, duration, errorBox, facts, fill, h, reasonList, repeat, section,
   shortSha, table, when,
@@ -12,6 +12,8 @@ import { flowSection } from './flow.js';
 const RUNNING_POLL_MS = 1000;
 const IDLE_POLL_MS = 5000;
 const PROMOTION_POLL_MS = 500;
+// A promote execution in these states is still going: its graph is polled like a run's.
+const OPEN_PROMOTION = ['queued', 'pending', 'writing'];
 const SKIPPED = 'Skipped: a quick check failed.';
 
 export function reviewPage(ctx, projectId, reviewId) {
@@ -56,7 +58,8 @@ class ReviewPage {
     this.draw();
     if (this.first) this.ctx.ready();
     this.first = false;
-    const running = this.review.receipt?.status === 'running';
+    const running = this.review.receipt?.status === 'running'
+      || OPEN_PROMOTION.includes(this.history.promote?.state);
     return running || this.promoting ? RUNNING_POLL_MS : IDLE_POLL_MS;
   }
 

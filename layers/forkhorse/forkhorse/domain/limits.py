@@ -132,6 +132,12 @@ class QueueLimits:
     promote_slots: int = 1  # extra quick and full slots only before-promote runs may use
 
 
+# --- the receipt run -----------------------------------------------------------------------
+# ReceiptRun's state-machine `TimeoutSeconds` (statemachine/receipt_run.asl.json; a template
+# test holds them equal): no run outlives it, whatever its checks declare.
+RECEIPT_RUN_TIMEOUT_SECONDS = 7200
+
+
 API_INPUT = ApiInputLimits()
 REVIEW_RECEIPTS = ReviewReceiptLimits()
 GIT = GitLimits()

@@ -1,4 +1,5 @@
-"""Orchestrator port: starts one receipt execution (Step Functions on AWS, a local supervisor)."""
+"""Orchestrator port: starts receipt executions and promote workflows (Step Functions on
+AWS, the local supervisor)."""
 
 from typing import Any, Protocol
 
@@ -21,4 +22,13 @@ class Orchestrator(Protocol):
 
     def history(self, run: RunRef) -> list[dict[str, Any]]:
         """The execution's events, shaped like Step Functions' GetExecutionHistory."""
+        ...
+
+    def start_promote(self, project_id: str, promotion_id: str) -> str:
+        """Start the PromoteRun workflow of a queued promotion (named by its id, so a
+        second start of the same promotion is refused); return the execution's name."""
+        ...
+
+    def promote_history(self, project_id: str, promotion_id: str) -> list[dict[str, Any]]:
+        """The promote workflow's events, shaped like GetExecutionHistory; empty if none."""
         ...

@@ -1,4 +1,4 @@
-"""Lambda handlers for the ReceiptRun steps: event in, one step, JSON out.
+"""Lambda handlers for the ReceiptRun and PromoteRun steps: event in, one step, JSON out.
 
 Handlers get their ports from a provider, so tests (and the Step Functions drift guard)
 dispatch the very same handlers onto local adapters.
@@ -7,11 +7,14 @@ dispatch the very same handlers onto local adapters.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
 from forkhorse.runner import steps
+
+if TYPE_CHECKING:
+    from forkhorse.runner.promote_steps import PromoteDeps
 
 logger = Logger(service="forkhorse-runner")
 
@@ -24,6 +27,7 @@ class _Providers:
     def __init__(self) -> None:
         self.runner: Callable[[], steps.RunnerDeps] = _aws_runner
         self.quick: Callable[[], steps.QuickDeps] = _aws_quick
+        self.promote: Callable[[], PromoteDeps] = _aws_promote
 
 
 def _aws_runner() -> steps.RunnerDeps:
@@ -36,6 +40,12 @@ def _aws_quick() -> steps.QuickDeps:
     from forkhorse.wiring.aws import quick_deps
 
     return quick_deps()
+
+
+def _aws_promote() -> PromoteDeps:
+    from forkhorse.api.aws import promote_deps
+
+    return promote_deps()
 
 
 providers = _Providers()
@@ -54,5 +64,14 @@ def quick_step() -> Handler:
     @logger.inject_lambda_context(log_event=False)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return steps.quick(providers.quick(), event)
+
+    return handler
+
+
+def promote_step(step: Callable[[PromoteDeps, dict[str, Any]], dict[str, Any]]) -> Handler:
+    @logger.inject_lambda_context(log_event=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        logger.append_keys(promotion=event.get("promotionId"))
+        return step(providers.promote(), event)
 
     return handler

@@ -35,7 +35,8 @@ class ExecutionHistory:
     def __init__(self, path: Path, clock: Clock) -> None:
         self._path = path
         self._clock = clock
-        self._events: list[dict[str, Any]] = []
+        # A resumed execution (a promote after a restart) continues its history.
+        self._events: list[dict[str, Any]] = read_history(path)
         self._lock = threading.Lock()
 
     @property

@@ -4,10 +4,12 @@ Locally, the supervisor recovers at start: besides turning interrupted runs into
 infrastructure errors and destroying orphan containers, it removes the checkouts a killed
 run exported under `<home>/checkouts/` (`remove_stale_exports`).
 
-On AWS, two triggers call this: an EventBridge rule on the state machine's execution status
+On AWS, two triggers call this: an EventBridge rule on the state machines' execution status
 changes, and a scheduled sweeper that catches anything the rule missed and destroys orphan
-tasks. Both are idempotent: finalizing applies only while that generation is current and
-still running, so it never touches a newer execution.
+tasks. The rule also sees PromoteRun executions that died without reaching their Settle
+state: their promotions are settled as a killed local workflow's are (`settle_stopped`).
+All are idempotent: finalizing applies only while that generation is current and still
+running, so it never touches a newer execution, and a settled promotion stays settled.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.run import RunRef
+from forkhorse.runner.promote_steps import PromoteDeps, settle_stopped
 from forkhorse.runner.steps import EXPORT_PREFIX, RunnerDeps, finalize
 
 if TYPE_CHECKING:
@@ -42,11 +45,26 @@ def finalize_interrupted(deps: RunnerDeps, execution_input: str) -> bool:
 
 
 def on_status_change(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
-    """EventBridge `Step Functions Execution Status Change`."""
+    """EventBridge `Step Functions Execution Status Change` of a ReceiptRun."""
     detail = event["detail"]
     if detail["status"] not in INTERRUPTED:
         return {"finalized": False}
     return {"finalized": finalize_interrupted(deps, detail["input"])}
+
+
+def is_promote(event: dict[str, Any]) -> bool:
+    """A PromoteRun's input names its promotion (a ReceiptRun's names its run)."""
+    return "promotionId" in json.loads(event["detail"]["input"])
+
+
+def on_promote_status_change(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """A PromoteRun that ended FAILED, TIMED_OUT or ABORTED ran no Settle state: settle its
+    promotion by the same rules as a killed local workflow and free its lease."""
+    detail = event["detail"]
+    if detail["status"] not in INTERRUPTED:
+        return {"promotion": None}
+    ids = json.loads(detail["input"])
+    return {"promotion": settle_stopped(deps, ids["projectId"], ids["promotionId"])}
 
 
 def sweep(deps: RunnerDeps, sfn: SFNClient, state_machine_arn: str) -> dict[str, Any]:

@@ -179,6 +179,7 @@ class FairScheduler:
         self._projects = _Recency(self._admissions)
         self._agents = _Recency(self._admissions)
         self._closed = False
+        self._held = False  # while recovery removes orphans, nothing is admitted
 
     # --- what callers do ------------------------------------------------------------------
 
@@ -209,6 +210,16 @@ class FairScheduler:
             return None
         active[0].cancel()
         return "running"
+
+    def hold(self) -> None:
+        """Admit nothing until `release`: queued runs wait (recovery is removing orphans)."""
+        with self._lock:
+            self._held = True
+
+    def release(self) -> None:
+        with self._lock:
+            self._held = False
+            self._dispatch()
 
     def active_keys(self) -> frozenset[str]:
         with self._lock:
@@ -262,7 +273,7 @@ class FairScheduler:
 
     def _dispatch(self) -> None:
         """Admit eligible runs, best first, until none is eligible. Holds the lock."""
-        while not self._closed:
+        while not (self._closed or self._held):
             eligible = [entry for entry in self._queued if self._eligible(entry.job)]
             if not eligible:
                 return

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.domain.model import InvalidatedExecution
@@ -27,6 +27,9 @@ from forkhorse.runner import steps
 from forkhorse.runner.history import ExecutionHistory, read_history
 from forkhorse.runner.recovery import remove_stale_exports
 from forkhorse.runner.scheduler import Cancelled, FairScheduler, Job, QueueFull, Ticket
+
+if TYPE_CHECKING:
+    from forkhorse.runner.promote_local import LocalPromotes
 
 log = logging.getLogger(__name__)
 
@@ -53,28 +56,53 @@ class LocalSupervisor:
         self._runs: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
         self._checkouts = checkouts
+        self._promotes: LocalPromotes | None = None
+        self._recovery = threading.Thread(target=lambda: None)
+        self._recovery.start()
 
     # --- lifecycle --------------------------------------------------------------------
 
     def recover(self) -> list[InvalidatedExecution]:
-        """After a restart: interrupted runs become infrastructure errors, orphans go."""
+        """After a restart: interrupted runs become infrastructure errors at once (one
+        update, before any request can start a run), then orphans go in the background
+        while the scheduler admits nothing, so the server need not wait for podman."""
         invalidated = self._deps.store.invalidate_running(self._deps.clock.now())
-        removed = self._deps.containers.cleanup_orphans(frozenset())
-        exports = self.remove_stale_exports()
-        if invalidated or removed or exports:
-            log.warning(
-                "recovered %d interrupted runs, removed %d orphan containers, %d stale exports",
-                len(invalidated),
-                len(removed),
-                len(exports),
-            )
+        if invalidated:
+            log.warning("recovered %d interrupted runs", len(invalidated))
+        self._scheduler.hold()
+        self._recovery = threading.Thread(
+            target=self._remove_orphans, name="receipt-recovery", daemon=True
+        )
+        self._recovery.start()
         return invalidated
+
+    def recovered(self, timeout_seconds: float | None = None) -> bool:
+        """Wait for the background recovery; True once it is done."""
+        self._recovery.join(timeout_seconds)
+        return not self._recovery.is_alive()
+
+    def _remove_orphans(self) -> None:
+        try:
+            removed = self._deps.containers.cleanup_orphans(frozenset())
+            exports = self.remove_stale_exports()
+            if removed or exports:
+                log.warning(
+                    "removed %d orphan containers, %d stale exports", len(removed), len(exports)
+                )
+        except Exception:
+            log.exception("orphan cleanup failed; later runs go ahead")
+        finally:
+            self._scheduler.release()
 
     def remove_stale_exports(self) -> list[Path]:
         """Checkouts exported for executions that are no longer running (a kill leaves them)."""
         if self._checkouts is None:
             return []
         return remove_stale_exports(self._checkouts, self._scheduler.active_keys())
+
+    def attach_promotes(self, promotes: LocalPromotes) -> None:
+        """Promote workflows need the service's context, which is built on this supervisor."""
+        self._promotes = promotes
 
     def shutdown(self) -> None:
         for job in self._scheduler.shutdown():
@@ -118,6 +146,17 @@ class LocalSupervisor:
 
     def history(self, run: RunRef) -> list[dict[str, Any]]:
         return read_history(self._history_path(run.generation))
+
+    def start_promote(self, project_id: str, promotion_id: str) -> str:
+        return self._promoting().start(project_id, promotion_id)
+
+    def promote_history(self, project_id: str, promotion_id: str) -> list[dict[str, Any]]:
+        return self._promoting().history(promotion_id)
+
+    def _promoting(self) -> LocalPromotes:
+        if self._promotes is None:
+            raise RuntimeError("promote workflows are not attached to this supervisor")
+        return self._promotes
 
     # --- one execution ------------------------------------------------------------------
 

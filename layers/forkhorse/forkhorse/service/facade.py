@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Executor, ThreadPoolExecutor
-
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost
-from forkhorse.ports.jobs import PromoteJobs, ThreadPromoteJobs
 from forkhorse.ports.orchestrator import Orchestrator
 from forkhorse.ports.store import Store
 from forkhorse.service.approvals import Approvals
@@ -28,17 +25,13 @@ class Service:
         orchestrator: Orchestrator,
         clock: Clock,
         settings: ServiceSettings | None = None,
-        executor: Executor | None = None,
-        jobs: PromoteJobs | None = None,
     ) -> None:
-        """`jobs` says where promote jobs run; by default on `executor`, in this process."""
+        """Promotes run as workflows the orchestrator starts (`start_promote`)."""
         self.context = Context(store, git, orchestrator, clock, settings or ServiceSettings())
-        self._executor = executor or ThreadPoolExecutor(4, thread_name_prefix="promote")
-        jobs = jobs or ThreadPromoteJobs(self._executor)
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)
         self.approvals = Approvals(self.context)
-        self.promotions = Promotions(self.context, jobs)
+        self.promotions = Promotions(self.context)
         self.inspection = Inspection(self.context, self.approvals, self.promotions)
 
     def authenticate(self, token: str) -> Caller | None:
@@ -49,4 +42,4 @@ class Service:
         return Caller(principal.id, principal.kind)
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        """Nothing of its own to stop: workflows belong to the orchestrator."""

@@ -27,6 +27,8 @@ class NamesExecutions(Protocol):
 
     def execution_arn(self, run: RunRef) -> str: ...
 
+    def promote_execution_arn(self, project_id: str, promotion_id: str) -> str: ...
+
 
 def step_functions_console_url(execution_arn: str) -> str:
     """The execution's page in the AWS Step Functions console."""
@@ -35,6 +37,14 @@ def step_functions_console_url(execution_arn: str) -> str:
         f"https://{region}.console.aws.amazon.com/states/home?region={region}"
         f"#/v2/executions/details/{execution_arn}"
     )
+
+
+def _linked(arn: str | None) -> Json:
+    """An execution's ARN and its console page; both None locally."""
+    return {
+        "executionArn": arn,
+        "consoleUrl": None if arn is None else step_functions_console_url(arn),
+    }
 
 
 def _verdict(check: Callable[[], None]) -> Json:
@@ -77,10 +87,23 @@ class Inspection:
             arn = orchestrator.execution_arn(run)
         return {
             "source": "step-functions" if named else "local",
-            "executionArn": arn,
-            "consoleUrl": None if arn is None else step_functions_console_url(arn),
+            **_linked(arn),
             "events": [] if run is None else orchestrator.history(run),
+            "promote": self._promote_history(review),
         }
+
+    def _promote_history(self, review: Review) -> Json | None:
+        """The review's latest promote workflow, beside its receipt run; None before any."""
+        promotions = self._c.store.list_promotions(review.project_id)
+        latest = next((p for p in reversed(promotions) if p.review_id == review.id), None)
+        if latest is None:
+            return None
+        orchestrator = self._c.orchestrator
+        arn = None
+        if isinstance(orchestrator, NamesExecutions):
+            arn = orchestrator.promote_execution_arn(review.project_id, latest.id)
+        events = orchestrator.promote_history(review.project_id, latest.id)
+        return {"promotionId": latest.id, "state": latest.state, **_linked(arn), "events": events}
 
 
 def _current_run(review: Review) -> RunRef | None:

@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 NO_RECEIPT = "No receipt is attached to this review."
 
 
-def start_run(context: Context, review: Review, commit: str, trigger: Trigger) -> RunRef:
-    """Reserve a fresh execution (its digest cleared) and start it in the background."""
+def reserve_run(context: Context, review: Review, commit: str, trigger: Trigger) -> RunRef:
+    """Make a fresh generation the review's current, running execution (digest cleared),
+    without starting it: the promote workflow starts its own before-promote run."""
     run = RunRef(
         project_id=review.project_id,
         review_id=review.id,
@@ -39,7 +40,6 @@ def start_run(context: Context, review: Review, commit: str, trigger: Trigger) -
     summary = running_summary(trigger, context.clock.now())
     if not context.store.start_execution(review.id, commit, trigger, run.generation, summary):
         raise Conflict("The review disappeared while starting its checks.")
-    context.orchestrator.start_run(run)
     return run
 
 

@@ -17,6 +17,7 @@ from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
+from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
 from forkhorse.adapters.sqlite_store import SqliteStore
 from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.ports.clock import Clock, SystemClock
@@ -56,9 +57,11 @@ class LocalRuntime:
     deps: RunnerDeps
     quick_deps: QuickDeps
     supervisor: LocalSupervisor
+    journal: SqlitePromoteJournal
 
     def close(self) -> None:
         self.supervisor.shutdown()
+        self.journal.close()
         self.store.close()
 
 
@@ -71,8 +74,8 @@ def build_local_runtime(
     images: ImageRegistry | None = None,
     queue: QueueLimits | None = None,
 ) -> LocalRuntime:
-    """Wire local mode under `home`. Recover before accepting work: interrupted runs
-    become infrastructure errors, orphan containers and stale exports are removed.
+    """Wire local mode under `home`. Interrupted runs become infrastructure errors before
+    any work is accepted; orphan containers and stale exports go in the background.
     `queue` defaults to QueueLimits with the environment's overrides (`queue_limits`)."""
     home.mkdir(parents=True, exist_ok=True)
     checkouts = home / CHECKOUTS_DIR
@@ -99,6 +102,7 @@ def build_local_runtime(
         checkouts=checkouts,
     )
     supervisor.recover()
+    journal = SqlitePromoteJournal(store.path)
     return LocalRuntime(
-        home, store, git, InProcessEventBus(), registry, deps, quick_deps, supervisor
+        home, store, git, InProcessEventBus(), registry, deps, quick_deps, supervisor, journal
     )
