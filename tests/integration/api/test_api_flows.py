@@ -54,6 +54,13 @@ def test_required_mode_approve_then_promote_on_a_fresh_run(
     record = server.owner.ok("GET", f"{_path(required, review['id'])}/receipt")
     assert record["digest"] == promotion["digest"]
     assert record["receipt"]["trigger"] == "before-promote"
+    # Promoting the commit canonical already points at is refused; the ledger stays exact.
+    status, again = server.owner.promote(required.id, review["id"], commit)
+    assert (status, again) == (
+        409,
+        {"error": f"Canonical is already at commit {commit}; there is nothing to promote."},
+    )
+    assert server.owner.state(required.id)["ledger"] == state["ledger"]
 
 
 def test_required_mode_refuses_failed_evidence_with_reasons(

@@ -111,6 +111,9 @@ class Context:
     def require_fast_forward(self, project_id: str, commit: str) -> str | None:
         """Canonical's head, if `commit` fast-forwards it (an empty canonical takes anything)."""
         head = self.repos(project_id).head()
+        if head == commit:
+            # Promoting it again would only add a second ledger entry for the same head.
+            raise Conflict(f"Canonical is already at commit {commit}; there is nothing to promote.")
         try:
             if head is not None and not self.repos(project_id).is_ancestor(head, commit):
                 raise Conflict(f"Commit {commit} does not fast-forward canonical ({head}).")
