@@ -179,6 +179,13 @@ class ReceiptRecord(_Wire):
         )
 
 
+def infrastructure_row(name: str, message: str) -> SummaryCheck:
+    """A summary row that is not a check: it says why a run ended as an infrastructure error."""
+    return SummaryCheck(
+        name=name, tier="quick", message=message, outcome="infrastructure-error", duration_ms=None
+    )
+
+
 INTERRUPTED_CHECK_NAME = "receipt run"
 INTERRUPTED = (
     "Interrupted: the receipt run stopped (a restart or a failed execution) before this "
@@ -197,15 +204,7 @@ def interrupted_summary(summary: ReceiptSummary, now: datetime) -> ReceiptSummar
         for check in summary.checks
     ]
     if not any(check.outcome == "running" for check in summary.checks):
-        checks.append(
-            SummaryCheck(
-                name=INTERRUPTED_CHECK_NAME,
-                tier="quick",
-                message=INTERRUPTED,
-                outcome="infrastructure-error",
-                duration_ms=None,
-            )
-        )
+        checks.append(infrastructure_row(INTERRUPTED_CHECK_NAME, INTERRUPTED))
     return summary.model_copy(
         update={
             "status": "infrastructure-error",

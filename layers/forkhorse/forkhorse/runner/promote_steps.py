@@ -376,8 +376,15 @@ def promote_settle(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
 def _release_as_holder(deps: PromoteDeps, state: PromoteState) -> None:
     """Release the lease if this workflow still holds it; the error path may not know the
     token, e.g. when acquire itself failed."""
-    with _as_holder(deps, state.project_id, state.promotion_id):
-        pass
+    token = _retake(deps, state.project_id, state.promotion_id)
+    if token is not None:
+        deps.store.release_lease(state.project_id, state.promotion_id, token)
+
+
+def _retake(deps: PromoteDeps, project_id: str, holder: str) -> int | None:
+    """A new token for `holder`: only while the lease is the holder's or free."""
+    ttl = timedelta(seconds=LEASE_MARGIN_SECONDS)
+    return deps.store.acquire_lease(project_id, holder, ttl, deps.clock.now())
 
 
 @contextlib.contextmanager
@@ -385,8 +392,7 @@ def _as_holder(deps: PromoteDeps, project_id: str, holder: str) -> Iterator[int 
     """Hold the lease as `holder` (the promotion) for the block, then release it. Retaking
     it (a new token) succeeds only while it is the holder's or free: None when another
     workflow holds it."""
-    ttl = timedelta(seconds=LEASE_MARGIN_SECONDS)
-    token = deps.store.acquire_lease(project_id, holder, ttl, deps.clock.now())
+    token = _retake(deps, project_id, holder)
     try:
         yield token
     finally:

@@ -34,6 +34,7 @@ from forkhorse.domain.receipts import (
     ReceiptSummary,
     SummaryCheck,
     format_timestamp,
+    infrastructure_row,
     parse_timestamp,
 )
 from forkhorse.domain.run import (
@@ -493,13 +494,7 @@ def _publish(
 def _publish_unattached(deps: RunnerDeps, run: RunRef, final: ReceiptSummary) -> None:
     """Attach refused (the claim lapsed): the record exists but is no evidence for this
     review, so the run must not read as passed with a null digest; it says why instead."""
-    row = SummaryCheck(
-        name=ATTACH_CHECK_NAME,
-        tier="quick",
-        message=UNATTACHED_MESSAGE,
-        outcome="infrastructure-error",
-        duration_ms=None,
-    )
+    row = infrastructure_row(ATTACH_CHECK_NAME, UNATTACHED_MESSAGE)
     unattached = final.model_copy(
         update={"status": "infrastructure-error", "checks": [*final.checks, row]}
     )
@@ -512,13 +507,7 @@ def _finalize_invalid(deps: RunnerDeps, run: RunRef, message: str) -> dict[str, 
 
 def finalize_refused(deps: RunnerDeps, run: RunRef, name: str, message: str) -> dict[str, Any]:
     """End a run before any check ran, as an infrastructure error with one row saying why."""
-    row = SummaryCheck(
-        name=name,
-        tier="quick",
-        message=message,
-        outcome="infrastructure-error",
-        duration_ms=None,
-    )
+    row = infrastructure_row(name, message)
     final = _finished_summary(deps, run, "infrastructure-error", [row])
     if final is not None:
         deps.store.update_summary(run.review_id, run.generation, final)

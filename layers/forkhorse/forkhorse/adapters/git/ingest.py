@@ -574,15 +574,13 @@ class Readable:
         self._found = set()
         self._spent = 0
         self._spent_entries = 0
-        try:
+        with suppress(_Exhausted):  # a spent walk budget ends the walk; unfound stays unread
             self._start()
             for sha in list(self._remaining):
                 if sha in self._commits or sha in self._tagged:
                     self._hit(sha)
             if self._remaining:
                 self._search(pack, hints)
-        except _Exhausted:
-            pass
         return self._found
 
     # Walk phases ------------------------------------------------------------------------
