@@ -29,8 +29,8 @@ def world(server: Server) -> World:
     member, _ = project.agent("member")
     outsider = server.owner.ok("POST", "/agents", {"name": "outsider"}, expect=201)
     spare = server.owner.ok("POST", "/agents", {"name": "spare"}, expect=201)
-    review = lane.request_review(project.initial)
-    server.owner.wait_receipt(project.id, review["id"])
+    # A commit past canonical: promoting canonical's own head is refused as a no-op.
+    commit, review = lane.reviewed({"NOTES.md": "the matrix review\n"})
     return World(
         server,
         {
@@ -47,7 +47,7 @@ def world(server: Server) -> World:
             "free_packet": project.packet("unclaimed"),
             "fork": lane.fork["id"],
             "review": review["id"],
-            "commit": project.initial,
+            "commit": commit,
             "spare": spare["agent"]["id"],
         },
     )
