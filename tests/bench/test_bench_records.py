@@ -19,7 +19,7 @@ from forkhorse.records import get_record, put_record
 from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
-from tests.support.store import record
+from tests.support.store import T0, record
 
 pytestmark = pytest.mark.bench
 FOUR_MIB = 4 * 1024 * 1024
@@ -64,7 +64,7 @@ def _put_get(store: Store) -> float:
 
     def round_trip() -> None:
         rec = next(fresh)
-        digest = put_record(store, rec)
+        digest = put_record(store, rec, T0)
         assert get_record(store, digest) == rec
 
     return _best_of(3, round_trip)

@@ -12,6 +12,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "forkhorse.flow.cli",
     "forkhorse.serve",
     "forkhorse.adapters.containers.cli",
+    "forkhorse.gc",
 )
 
 

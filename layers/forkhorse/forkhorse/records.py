@@ -4,6 +4,7 @@ Used for receipt records and for Flow-Next review receipts alike.
 """
 
 import json
+from datetime import datetime
 from typing import Any
 
 from forkhorse.domain.canonical import (
@@ -19,9 +20,9 @@ from forkhorse.ports.store import Store
 __all__ = ["RecordCorruptedError", "get_json", "get_record", "put_json", "put_record"]
 
 
-def _put_bytes(store: Store, data: bytes) -> str:
+def _put_bytes(store: Store, data: bytes, now: datetime) -> str:
     digest = digest_of(data)
-    store.put_record_chunks(digest, chunk_text(data.decode("utf-8")))
+    store.put_record_chunks(digest, chunk_text(data.decode("utf-8")), now)
     return digest
 
 
@@ -30,9 +31,10 @@ def _get_bytes(store: Store, digest: str) -> bytes | None:
     return None if chunks is None else verified_bytes(digest, chunks)
 
 
-def put_json(store: Store, value: Any) -> str:
-    """Store any JSON value in canonical form; returns its digest."""
-    return _put_bytes(store, canonical_bytes(value))
+def put_json(store: Store, value: Any, now: datetime) -> str:
+    """Store any JSON value in canonical form, written at `now` (the collector keeps it for
+    its grace period from then); returns its digest."""
+    return _put_bytes(store, canonical_bytes(value), now)
 
 
 def get_json(store: Store, digest: str) -> Any | None:
@@ -41,9 +43,9 @@ def get_json(store: Store, digest: str) -> Any | None:
     return None if data is None else json.loads(data)
 
 
-def put_record(store: Store, record: ReceiptRecord) -> str:
+def put_record(store: Store, record: ReceiptRecord, now: datetime) -> str:
     """Publish a receipt record (chunks first, manifest last); returns its digest."""
-    return put_json(store, record.model_dump(mode="json"))
+    return put_json(store, record.model_dump(mode="json"), now)
 
 
 def get_record(store: Store, digest: str) -> ReceiptRecord | None:

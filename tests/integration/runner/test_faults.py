@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -84,8 +85,8 @@ def test_a_crash_between_put_and_attach_leaves_the_record_unattached(
     published: list[str] = []
     real_put = store.put_record_chunks
 
-    def put_then_remember(digest: str, chunks: list[str]) -> None:
-        real_put(digest, chunks)
+    def put_then_remember(digest: str, chunks: list[str], now: datetime) -> None:
+        real_put(digest, chunks, now)
         published.append(digest)
 
     def crash(*args: object, **kwargs: object) -> bool:

@@ -17,7 +17,7 @@ LIVE = T0 + timedelta(minutes=1)
 
 def _attach(store: Store, generation: str = "g1", **overrides: object) -> bool:
     rec = record(generation=generation)
-    digest = put_record(store, rec)
+    digest = put_record(store, rec, T0)
     arguments: dict[str, object] = {
         "review_id": "r1",
         "commit": COMMIT,
@@ -141,7 +141,7 @@ def test_update_summary_applies_only_to_the_current_running_generation(store: St
 def test_threads_racing_to_attach_exactly_one_wins(store: Store) -> None:
     seed_review(store)
     records = [record(checks=i + 1) for i in range(8)]
-    digests = [put_record(store, rec) for rec in records]
+    digests = [put_record(store, rec, T0) for rec in records]
     barrier = threading.Barrier(len(records))
 
     def attempt(index: int) -> bool:
@@ -278,7 +278,7 @@ def test_restart_recovery_turns_running_into_infrastructure_errors(store: Store)
         INTERRUPTED,
     ), "the row a restart writes says what happened"
     rec = record(generation="g9")
-    digest = put_record(store, rec)
+    digest = put_record(store, rec, T0)
     assert not store.attach("r2", COMMIT, "g9", "review-created", digest, final_summary(rec), LIVE)
     assert not store.update_summary("r2", "g9", running_summary("review-created", T0))
     assert store.invalidate_running(restart) == []
@@ -345,7 +345,7 @@ def test_a_review_created_with_its_execution_runs_and_attaches(store: Store) -> 
     _create_running(store, "r2", "g2", "p2")
     assert store.update_summary("r2", "g2", running_summary("review-created", T0))
     rec = record(generation="g2")
-    digest = put_record(store, rec)
+    digest = put_record(store, rec, T0)
     assert store.attach(
         "r2", COMMIT, "g2", "review-created", digest, final_summary(rec, digest), LIVE
     )

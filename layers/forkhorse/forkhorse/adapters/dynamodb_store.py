@@ -12,6 +12,7 @@ Layout (pk / sk):
   REVIEW#<id> / PROMOTION-JOB          the review's latest requested promotion (its id)
   RUNNING / REVIEW#<id>                set of running executions, for restart recovery
   RECORD#<digest> / CHUNK#<n>, MANIFEST   immutable record chunks, manifest written last
+  RECORD#<digest> / WRITING            an unfinished put's intent (see the records section)
 
 Times are stored as integer microseconds since the epoch (`*Us` attributes), so
 conditions compare them without the table's clock; none of them is the table's
@@ -19,6 +20,7 @@ TTL attribute, because a deleted lease would reset its fencing token.
 """
 
 import json
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -53,6 +55,7 @@ from forkhorse.domain.model import (
     with_effective_settings,
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
+from forkhorse.ports.store import RecordRemoval, StaleRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -62,6 +65,9 @@ _BATCH_WRITE_LIMIT = 25
 _BATCH_GET_LIMIT = 100
 _CONDITION_FAILURES = frozenset({"ConditionalCheckFailedException", "TransactionCanceledException"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_PUT_ATTEMPTS = 3
+# Items from before the collector carry no time: they count as written at the epoch.
+_WRITTEN_BEFORE = "(attribute_not_exists(writtenAtUs) OR writtenAtUs < :cutoff)"
 
 
 def _s(value: str) -> dict[str, str]:
@@ -86,6 +92,10 @@ def _json(model: BaseModel) -> dict[str, str]:
 
 def _condition_failed(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") in _CONDITION_FAILURES
+
+
+def _record_key(digest: str, sk: str) -> Item:
+    return _key(f"RECORD#{digest}", sk)
 
 
 def _review_key(review_id: str) -> Item:
@@ -136,13 +146,14 @@ class DynamoDbStore:
         response = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         return response.get("Item")
 
-    def _query(self, pk: str, sk_prefix: str) -> Iterator[Item]:
+    def _query(self, pk: str, sk_prefix: str, **projection: Any) -> Iterator[Item]:
         paginator = self._client.get_paginator("query")
         pages = paginator.paginate(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
             ExpressionAttributeValues={":pk": _s(pk), ":prefix": _s(sk_prefix)},
             ConsistentRead=True,
+            **projection,
         )
         for page in pages:
             yield from page.get("Items", [])
@@ -856,14 +867,37 @@ class DynamoDbStore:
         return fence_holds(self._lease(project_id), token, now)
 
     # --- records -------------------------------------------------------------------
+    # A put first writes an intent (WRITING, with a token), then the chunks, then the
+    # manifest in one transaction that also consumes its own intent. A collection deletes
+    # a stale intent before any chunk, and each chunk only while no manifest and no intent
+    # exists: so a put whose chunks were collected loses its intent and starts over, and
+    # a manifest never appears over a missing chunk, however large the record.
     def _record_manifest(self, digest: str) -> Item | None:
-        return self._get(_key(f"RECORD#{digest}", "MANIFEST"))
+        return self._get(_record_key(digest, "MANIFEST"))
 
-    def _write_chunks(self, digest: str, chunks: Sequence[str]) -> None:
+    def _touch_manifest(self, digest: str, written: int) -> bool:
+        return self._conditional(
+            "update_item",
+            TableName=self._table,
+            Key=_record_key(digest, "MANIFEST"),
+            UpdateExpression="SET writtenAtUs = :written",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":written": _n(written)},
+        )
+
+    def _put_intent(self, digest: str, token: str, written: int) -> None:
+        item = {**_record_key(digest, "WRITING"), "token": _s(token), "writtenAtUs": _n(written)}
+        self._client.put_item(TableName=self._table, Item=item)
+
+    def _write_chunks(self, digest: str, chunks: Sequence[str], written: int) -> None:
         puts = [
             {
                 "PutRequest": {
-                    "Item": {**_key(f"RECORD#{digest}", f"CHUNK#{index:06d}"), "text": _s(chunk)}
+                    "Item": {
+                        **_record_key(digest, f"CHUNK#{index:06d}"),
+                        "text": _s(chunk),
+                        "writtenAtUs": _n(written),
+                    }
                 }
             }
             for index, chunk in enumerate(chunks)
@@ -874,15 +908,34 @@ class DynamoDbStore:
                 response = self._client.batch_write_item(RequestItems=request)
                 request = response.get("UnprocessedItems") or None
 
-    def _write_manifest(self, digest: str, chunk_count: int) -> None:
-        item = {**_key(f"RECORD#{digest}", "MANIFEST"), "chunkCount": _n(chunk_count)}
-        self._client.put_item(TableName=self._table, Item=item)
+    def _write_manifest(self, digest: str, chunk_count: int, written: int, token: str) -> bool:
+        manifest = {
+            **_record_key(digest, "MANIFEST"),
+            "chunkCount": _n(chunk_count),
+            "writtenAtUs": _n(written),
+        }
+        consume_intent = {
+            "Delete": {
+                "TableName": self._table,
+                "Key": _record_key(digest, "WRITING"),
+                "ConditionExpression": "#token = :token",
+                "ExpressionAttributeNames": {"#token": "token"},
+                "ExpressionAttributeValues": {":token": _s(token)},
+            }
+        }
+        return self._transact(consume_intent, self._put_if_new(manifest))
 
-    def put_record_chunks(self, digest: str, chunks: Sequence[str]) -> None:
-        if self._record_manifest(digest) is not None:
-            return  # content-addressed: the stored record is already these bytes
-        self._write_chunks(digest, chunks)
-        self._write_manifest(digest, len(chunks))
+    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
+        written = _us(now)
+        for _ in range(_PUT_ATTEMPTS):
+            if self._touch_manifest(digest, written):
+                return  # content-addressed: the stored record is already these bytes
+            token = uuid.uuid4().hex
+            self._put_intent(digest, token, written)
+            self._write_chunks(digest, chunks, written)
+            if self._write_manifest(digest, len(chunks), written, token):
+                return
+        raise RuntimeError(f"record {digest} lost its intent {_PUT_ATTEMPTS} times in a row")
 
     def get_record_chunks(self, digest: str) -> list[str] | None:
         manifest = self._record_manifest(digest)
@@ -891,6 +944,76 @@ class DynamoDbStore:
         count = int(manifest["chunkCount"]["N"])
         chunks = [str(item["text"]["S"]) for item in self._query(f"RECORD#{digest}", "CHUNK#")]
         return chunks[:count]
+
+    def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
+        # A scan is fine for a periodic sweep; a partition's items come together, so one
+        # digest is yielded once unless a page boundary splits it (deletion is idempotent).
+        paginator = self._client.get_paginator("scan")
+        pages = paginator.paginate(
+            TableName=self._table,
+            FilterExpression=f"begins_with(pk, :record) AND {_WRITTEN_BEFORE}",
+            ExpressionAttributeValues={
+                ":record": _s("RECORD#"),
+                ":cutoff": _n(_us(written_before)),
+            },
+            ProjectionExpression="pk",
+        )
+        previous = None
+        for page in pages:
+            for item in page.get("Items", []):
+                digest = str(item["pk"]["S"]).removeprefix("RECORD#")
+                if digest != previous:
+                    previous = digest
+                    yield StaleRecord(digest, self._record_manifest(digest) is not None)
+
+    def delete_stale_record(self, digest: str, written_before: datetime) -> RecordRemoval:
+        stale = {":cutoff": _n(_us(written_before))}
+        manifest = self._conditional(
+            "delete_item",
+            TableName=self._table,
+            Key=_record_key(digest, "MANIFEST"),
+            ConditionExpression=f"attribute_exists(pk) AND {_WRITTEN_BEFORE}",
+            ExpressionAttributeValues=stale,
+        )
+        if not manifest and self._record_manifest(digest) is not None:
+            return RecordRemoval(manifest=False, chunks=0)  # written again since
+        if not self._conditional(
+            "delete_item",
+            TableName=self._table,
+            Key=_record_key(digest, "WRITING"),
+            ConditionExpression=f"attribute_not_exists(pk) OR {_WRITTEN_BEFORE}",
+            ExpressionAttributeValues=stale,
+        ):
+            return RecordRemoval(manifest=manifest, chunks=0)  # a put is in progress
+        return RecordRemoval(manifest=manifest, chunks=self._delete_stale_chunks(digest, stale))
+
+    def _delete_stale_chunks(self, digest: str, stale: Item) -> int:
+        deleted = 0
+        for item in self._query(f"RECORD#{digest}", "CHUNK#", ProjectionExpression="sk"):
+            if not self._transact(
+                self._absent(_record_key(digest, "MANIFEST")),
+                self._absent(_record_key(digest, "WRITING")),
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": _record_key(digest, str(item["sk"]["S"])),
+                        "ConditionExpression": _WRITTEN_BEFORE,
+                        "ExpressionAttributeValues": stale,
+                    }
+                },
+            ):
+                break  # a put started (or rewrote this chunk): leave the rest to it
+            deleted += 1
+        return deleted
+
+    def _absent(self, key: Item) -> Item:
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": key,
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
 
     # --- Flow-Next review receipts ----------------------------------------------------
     def put_review_receipt(self, review_id: str, digest: str) -> None:

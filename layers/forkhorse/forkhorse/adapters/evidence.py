@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from forkhorse import records
 from forkhorse.domain.canonical import RecordCorruptedError, canonical_bytes, digest_of
 from forkhorse.domain.receipts import CheckRecord
+from forkhorse.ports.clock import Clock
 from forkhorse.ports.store import Store
 
 if TYPE_CHECKING:
@@ -18,11 +19,12 @@ QUICK_RESULTS_PREFIX = "quick-results/"
 class StoreEvidenceDrop:
     """Local mode: the trusted parent already holds the Store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         self._store = store
+        self._clock = clock
 
     def put(self, record: CheckRecord) -> str:
-        return records.put_json(self._store, record.model_dump(mode="json"))
+        return records.put_json(self._store, record.model_dump(mode="json"), self._clock.now())
 
     def take(self, digest: str) -> CheckRecord:
         value = records.get_json(self._store, digest)

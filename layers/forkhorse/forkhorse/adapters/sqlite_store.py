@@ -42,6 +42,7 @@ from forkhorse.domain.model import (
     with_effective_settings,
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
+from forkhorse.ports.store import RecordRemoval, StaleRecord
 
 DATABASE_NAME = "forkhorse.sqlite3"
 _BUSY_TIMEOUT_MS = 30_000
@@ -71,11 +72,30 @@ CREATE TABLE IF NOT EXISTS leases (
     project_id TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL,
     data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS record_chunks (
-    digest TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (digest, idx));
-CREATE TABLE IF NOT EXISTS records (digest TEXT PRIMARY KEY, chunk_count INTEGER NOT NULL);
+    digest TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
+    written_at INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (digest, idx));
+CREATE TABLE IF NOT EXISTS records (
+    digest TEXT PRIMARY KEY, chunk_count INTEGER NOT NULL, written_at INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS review_receipts (
     review_id TEXT NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (review_id, digest));
 """
+
+
+_STALE_PAGE = 500
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _add_written_at(conn: sqlite3.Connection) -> None:
+    """Databases from before the collector lack `written_at`; their rows read as written
+    at the epoch, so old orphans become collectable (referenced records are still kept)."""
+    for table in ("record_chunks", "records"):
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if "written_at" not in columns:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN written_at INTEGER NOT NULL DEFAULT 0")
+
+
+def _us(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
 def _dump(model: BaseModel) -> str:
@@ -105,6 +125,7 @@ class SqliteStore:
         with closing(self._connect()) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            _add_written_at(conn)
 
     # --- connections and transactions ------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -624,21 +645,46 @@ class SqliteStore:
         return fence_holds(self._lease_in(self._conn(), project_id), token, now)
 
     # --- records -------------------------------------------------------------------
-    def _write_chunks(self, digest: str, chunks: Sequence[str]) -> None:
+    @staticmethod
+    def _insert_chunks(
+        conn: sqlite3.Connection, digest: str, chunks: Sequence[str], written_at: int
+    ) -> None:
+        conn.executemany(
+            "INSERT OR REPLACE INTO record_chunks VALUES (?, ?, ?, ?)",
+            ((digest, index, chunk, written_at) for index, chunk in enumerate(chunks)),
+        )
+
+    @staticmethod
+    def _touch_manifest(conn: sqlite3.Connection, digest: str, written_at: int) -> bool:
+        touched = conn.execute(
+            "UPDATE records SET written_at = max(written_at, ?) WHERE digest = ?",
+            (written_at, digest),
+        )
+        return touched.rowcount == 1
+
+    def _write_chunks(self, digest: str, chunks: Sequence[str], written_at: int) -> None:
         with self._write() as conn:
-            conn.executemany(
-                "INSERT OR REPLACE INTO record_chunks VALUES (?, ?, ?)",
-                ((digest, index, chunk) for index, chunk in enumerate(chunks)),
-            )
+            self._insert_chunks(conn, digest, chunks, written_at)
 
-    def _write_manifest(self, digest: str, chunk_count: int) -> None:
-        self._insert("INSERT OR IGNORE INTO records VALUES (?, ?)", digest, chunk_count)
+    def _write_manifest(self, digest: str, chunks: Sequence[str], written_at: int) -> None:
+        with self._write() as conn:
+            if self._touch_manifest(conn, digest, written_at):
+                return  # a concurrent put published the same bytes
+            stored = conn.execute(
+                "SELECT count(*) FROM record_chunks WHERE digest = ? AND idx < ?",
+                (digest, len(chunks)),
+            ).fetchone()[0]
+            if stored != len(chunks):  # a collection took chunks of this unfinished put
+                self._insert_chunks(conn, digest, chunks, written_at)
+            conn.execute("INSERT INTO records VALUES (?, ?, ?)", (digest, len(chunks), written_at))
 
-    def put_record_chunks(self, digest: str, chunks: Sequence[str]) -> None:
-        if self._one("SELECT digest FROM records WHERE digest = ?", digest) is not None:
-            return  # content-addressed: the stored record is already these bytes
-        self._write_chunks(digest, chunks)
-        self._write_manifest(digest, len(chunks))
+    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
+        written_at = _us(now)
+        with self._write() as conn:
+            if self._touch_manifest(conn, digest, written_at):
+                return  # content-addressed: the stored record is already these bytes
+        self._write_chunks(digest, chunks, written_at)
+        self._write_manifest(digest, chunks, written_at)
 
     def get_record_chunks(self, digest: str) -> list[str] | None:
         count = self._one("SELECT chunk_count FROM records WHERE digest = ?", digest)
@@ -646,6 +692,30 @@ class SqliteStore:
             return None
         sql = "SELECT text FROM record_chunks WHERE digest = ? AND idx < ? ORDER BY idx"
         return self._all(sql, digest, int(count))
+
+    def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
+        cutoff, after = _us(written_before), ""
+        while True:  # pages by digest, so deleting between pages is safe
+            rows = self._conn().execute(_STALE_SQL, (cutoff, cutoff, after, _STALE_PAGE))
+            page = rows.fetchall()
+            for digest, has_manifest in page:
+                yield StaleRecord(str(digest), bool(has_manifest))
+            if len(page) < _STALE_PAGE:
+                return
+            after = str(page[-1][0])
+
+    def delete_stale_record(self, digest: str, written_before: datetime) -> RecordRemoval:
+        cutoff = _us(written_before)
+        with self._write() as conn:
+            manifest = conn.execute(
+                "DELETE FROM records WHERE digest = ? AND written_at < ?", (digest, cutoff)
+            ).rowcount
+            if conn.execute("SELECT 1 FROM records WHERE digest = ?", (digest,)).fetchone():
+                return RecordRemoval(manifest=False, chunks=0)  # written again since
+            chunks = conn.execute(
+                "DELETE FROM record_chunks WHERE digest = ? AND written_at < ?", (digest, cutoff)
+            ).rowcount
+            return RecordRemoval(manifest=manifest == 1, chunks=chunks)
 
     # --- Flow-Next review receipts ----------------------------------------------------
     def put_review_receipt(self, review_id: str, digest: str) -> None:
@@ -656,4 +726,11 @@ class SqliteStore:
         return self._all(sql, review_id)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_STALE_SQL = """
+SELECT digest, max(manifest) FROM (
+    SELECT digest, 1 AS manifest FROM records WHERE written_at < ?
+    UNION ALL
+    SELECT DISTINCT c.digest, 0 FROM record_chunks c WHERE c.written_at < ?
+        AND NOT EXISTS (SELECT 1 FROM records r WHERE r.digest = c.digest))
+WHERE digest > ? GROUP BY digest ORDER BY digest LIMIT ?
+"""

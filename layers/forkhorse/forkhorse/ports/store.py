@@ -7,7 +7,8 @@ changes nothing). Times are timezone-aware and always passed in by the caller,
 so expiry is decided by the caller's clock, never the database's.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -27,6 +28,22 @@ from forkhorse.domain.model import (
     SettledState,
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger
+
+
+@dataclass(frozen=True, slots=True)
+class StaleRecord:
+    digest: str
+    has_manifest: bool  # False: chunks (or an unfinished put) with no manifest
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRemoval:
+    manifest: bool  # the manifest was deleted
+    chunks: int  # chunks deleted
+
+    @property
+    def removed(self) -> bool:
+        return self.manifest or self.chunks > 0
 
 
 class Store(Protocol):
@@ -252,13 +269,28 @@ class Store(Protocol):
         ...
 
     # --- immutable, content-addressed records ----------------------------------------
-    def put_record_chunks(self, digest: str, chunks: Sequence[str]) -> None:
+    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
         """Write every chunk, then the manifest last (a record is visible whole or not
-        at all). Idempotent: putting the same digest again is harmless."""
+        at all), all written at `now`. Idempotent: putting a stored digest again only moves
+        its written-at time to `now`, so a collection racing the put keeps it.
+
+        The manifest appears only while every chunk exists: if a collection removed a chunk
+        of this unfinished put, the put writes it again before publishing."""
         ...
 
     def get_record_chunks(self, digest: str) -> list[str] | None:
         """The chunks in order, or None if no manifest exists. Not verified here."""
+        ...
+
+    def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
+        """Every digest with a manifest, chunk or unfinished put written before
+        `written_before` (each digest about once), and whether its manifest exists."""
+        ...
+
+    def delete_stale_record(self, digest: str, written_before: datetime) -> RecordRemoval:
+        """Delete the manifest if written before `written_before`, then every chunk written
+        before it, but never a chunk while a manifest or a newer unfinished put of the
+        digest exists (so a put racing the deletion ends whole or not at all)."""
         ...
 
     # --- Flow-Next review receipts ----------------------------------------------------

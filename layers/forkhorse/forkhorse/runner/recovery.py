@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.run import RunRef
+from forkhorse.runner.collector import DEFAULT_GRACE, PackCollector, collect
 from forkhorse.runner.promote_steps import PromoteDeps, settle_stopped
 from forkhorse.runner.steps import EXPORT_PREFIX, RunnerDeps, finalize
 
@@ -83,6 +85,19 @@ def sweep(deps: RunnerDeps, sfn: SFNClient, state_machine_arn: str) -> dict[str,
     live = frozenset(execution["name"] for execution in running["executions"])
     removed = deps.containers.cleanup_orphans(live)
     return {"finalized": finalized, "orphansRemoved": len(removed)}
+
+
+def collect_garbage(
+    deps: RunnerDeps, packs: PackCollector | None, grace: timedelta = DEFAULT_GRACE
+) -> dict[str, Any]:
+    """For the scheduled sweeper (not called by `sweep`: it scans the table and walks every
+    project's history, so it belongs on a slower schedule than the 5-minute sweep)."""
+    collection = collect(deps.store, deps.clock.now(), grace, packs=packs)
+    return {
+        "records": len(collection.records),
+        "orphans": len(collection.orphans),
+        "packs": sum(len(names) for names in collection.packs.values()),
+    }
 
 
 def remove_stale_exports(checkouts: Path, live: frozenset[str]) -> list[Path]:

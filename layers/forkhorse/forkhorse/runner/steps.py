@@ -281,7 +281,7 @@ def quick_record(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _step_result(deps: RunnerDeps, record: CheckRecord) -> dict[str, Any]:
-    digest = records.put_json(deps.store, record.model_dump(mode="json"))
+    digest = records.put_json(deps.store, record.model_dump(mode="json"), deps.clock.now())
     return {
         "name": record.name,
         "outcome": record.outcome,
@@ -476,7 +476,7 @@ def _publish(
         duration_ms=final.duration_ms,
         checks=checks,
     )
-    digest = records.put_record(deps.store, record)
+    digest = records.put_record(deps.store, record, deps.clock.now())
     attached = deps.store.attach(
         run.review_id,
         run.commit,

@@ -24,6 +24,7 @@ from forkhorse.domain.model import InvalidatedExecution
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.containers import ContainerHandle
 from forkhorse.runner import steps
+from forkhorse.runner.collector import collect
 from forkhorse.runner.history import ExecutionHistory, read_history
 from forkhorse.runner.recovery import remove_stale_exports
 from forkhorse.runner.scheduler import Cancelled, FairScheduler, Job, QueueFull, Ticket
@@ -93,6 +94,17 @@ class LocalSupervisor:
             log.exception("orphan cleanup failed; later runs go ahead")
         finally:
             self._scheduler.release()
+        self._collect_garbage()
+
+    def _collect_garbage(self) -> None:
+        """Records nothing references and chunks a crash left without a manifest. Runs
+        after the scheduler is released: the collector is safe against live runs."""
+        try:
+            removed = collect(self._deps.store, self._deps.clock.now()).lines()
+            if removed:
+                log.warning("collected %d unreferenced records or orphan chunks", len(removed))
+        except Exception:
+            log.exception("garbage collection failed; it runs again at the next start")
 
     def remove_stale_exports(self) -> list[Path]:
         """Checkouts exported for executions that are no longer running (a kill leaves them)."""

@@ -203,7 +203,7 @@ class Reviews:
                     f"The review receipt is invalid: {classification['message']}",
                     reasons=[f"{classification['rule']} at {classification['pointer'] or '/'}"],
                 )
-            records.put_json(self._c.store, body)
+            records.put_json(self._c.store, body, self._c.clock.now())
             self._c.store.put_review_receipt(review.id, digest)
             self._receipts.remember(digest, body, len(encoded))
         return {"digest": digest, "classification": classification}

@@ -83,14 +83,15 @@ def build_local_runtime(
     store = SqliteStore(home)
     git = DiskGitHost(home)
     registry = images or ImageRegistry(home)
-    evidence = StoreEvidenceDrop(store)
+    clock = clock or SystemClock()
+    evidence = StoreEvidenceDrop(store, clock)
     quick_deps = QuickDeps(sandbox=sandbox or BwrapSandbox(), git=git, evidence=evidence)
     deps = RunnerDeps(
         store=store,
         git=git,
         containers=containers or PodmanContainerPort(home, registry),
         evidence=evidence,
-        clock=clock or SystemClock(),
+        clock=clock,
         checkout_source=exported_checkout(checkouts),
         poll_seconds=LOCAL_POLL_SECONDS,
     )

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import io
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from botocore.exceptions import ClientError
 from dulwich.object_store import BucketBasedObjectStore
-from dulwich.objects import ObjectID
+from dulwich.objects import ObjectID, valid_hexsha
 from dulwich.pack import Pack, PackData, PackIndex, load_pack_index_file
 from dulwich.refs import Ref, RefsContainer, SymrefLoop
 
 from forkhorse.adapters.git.ingest import SessionPackReceiver
+from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT, reachable
 from forkhorse.adapters.git.store import HEAD, ZERO_SHA, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name
 from forkhorse.ports.git import ARCHIVE_URL_TTL_SECONDS, DEFAULT_BRANCH, ArchiveLink
@@ -33,6 +35,7 @@ _SYMREF = b"ref: "
 _REF_PREFIX = "REF#"
 _META = "META"
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+_COMPLETE = frozenset({"pack", "idx"})
 
 
 class S3PackObjectStore(SessionPackReceiver, BucketBasedObjectStore):
@@ -46,14 +49,35 @@ class S3PackObjectStore(SessionPackReceiver, BucketBasedObjectStore):
         self._bucket = bucket
         self._prefix = prefix
 
-    def _iter_pack_names(self) -> Iterator[str]:
-        seen: dict[str, set[str]] = {}
+    def _pack_files(self) -> dict[str, dict[str, datetime]]:
+        """Each pack name's stored parts (`pack`, `idx`) and when each was uploaded."""
+        files: dict[str, dict[str, datetime]] = {}
         paginator = self._s3.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self._bucket, Prefix=self._prefix):
             for item in page.get("Contents", []):
                 name, _, extension = item["Key"][len(self._prefix) :].rpartition(".")
-                seen.setdefault(name, set()).add(extension)
-        return iter(sorted(name for name, found in seen.items() if found >= {"pack", "idx"}))
+                files.setdefault(name, {})[extension] = item["LastModified"]
+        return files
+
+    def _iter_pack_names(self) -> Iterator[str]:
+        files = self._pack_files()
+        return iter(sorted(name for name, parts in files.items() if parts.keys() >= _COMPLETE))
+
+    def unreachable_packs(self, reached: set[bytes], written_before: datetime) -> list[str]:
+        """Packs (or a crashed upload's lone part) uploaded before `written_before` holding
+        no reached object. A newer pack is kept: its push may not have written its refs."""
+        found = []
+        for name, parts in sorted(self._pack_files().items()):
+            if max(parts.values()) >= written_before:
+                continue
+            if parts.keys() >= _COMPLETE and not reached.isdisjoint(self._load_pack_index(name)):
+                continue
+            found.append(name)
+        return found
+
+    def remove_packs(self, names: list[str]) -> None:
+        for name in names:
+            self._remove_pack_by_name(name)
 
     def _get_pack(self, name: str) -> Pack:
         return Pack.from_lazy_objects(
@@ -190,6 +214,20 @@ class S3GitHost:
             raise ValueError("Invalid project id.")
         return S3GitStore(project, self._s3, self._db, self._bucket, self._table)
 
+    def collect_packs(
+        self,
+        project_id: str,
+        forks: Iterable[str],
+        extra_tips: Iterable[str],
+        written_before: datetime,
+        *,
+        dry_run: bool,
+    ) -> list[str]:
+        store = self.store(project_id)
+        if not store.exists():
+            return []
+        return store.collect_packs(forks, extra_tips, written_before, dry_run=dry_run)
+
 
 class S3GitStore(DulwichGitStore):
     def __init__(
@@ -203,6 +241,27 @@ class S3GitStore(DulwichGitStore):
 
     def _open_objects(self) -> S3PackObjectStore:
         return S3PackObjectStore(self._s3, self._bucket, f"git/{self.project}/packs/")
+
+    def collect_packs(
+        self,
+        forks: Iterable[str],
+        extra_tips: Iterable[str],
+        written_before: datetime,
+        *,
+        dry_run: bool,
+        limit: int = DEFAULT_REACH_LIMIT,
+    ) -> list[str]:
+        """Drop whole packs that nothing reaches from canonical's and the forks' refs (or
+        `extra_tips`), uploaded before `written_before`; returns their names. A pack with
+        any reached object is kept whole (no rewrite). Raises ReachTooLarge past `limit`."""
+        repos = [None, *(fork for fork in forks if self.exists(fork))]
+        extra = (tip.encode("ascii") for tip in extra_tips if valid_hexsha(tip))
+        objects = self._open_objects()  # refs are read first: a later push's pack is newer
+        reached = reachable(objects, [*self._tips(repos), *extra], limit)
+        names = objects.unreachable_packs(reached, written_before)
+        if not dry_run:
+            objects.remove_packs(names)
+        return names
 
     def exists(self, fork: str | None = None) -> bool:
         key = {"pk": {"S": self._pk(fork)}, "sk": {"S": _META}}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from dulwich.config import ConfigFile, StackedConfig
@@ -188,8 +188,12 @@ class DulwichGitStore(ABC):
 
     def _readable_tips(self, fork: str | None) -> list[bytes]:
         """Every ref target a pusher to `fork` may already read: canonical's and the fork's."""
+        return self._tips(dict.fromkeys([None, fork]))
+
+    def _tips(self, repos: Iterable[str | None]) -> list[bytes]:
+        """Every ref target of these repositories (canonical is None)."""
         tips: set[bytes] = set()
-        for repo in dict.fromkeys([None, fork]):
+        for repo in repos:
             for name, sha in self._existing_refs(repo).as_dict().items():
                 if name != HEAD and valid_hexsha(sha):
                     tips.add(bytes(sha))

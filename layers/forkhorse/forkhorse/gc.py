@@ -1,0 +1,51 @@
+"""`forkhorse gc`: collect a local home's unreferenced records and orphan chunks now
+(`serve` also does it at every start, in the background)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from forkhorse.adapters.sqlite_store import DATABASE_NAME, SqliteStore
+from forkhorse.ports.clock import SystemClock
+from forkhorse.runner.collector import DEFAULT_GRACE, collect
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    gc = subparsers.add_parser("gc", help="remove unreferenced records and orphan chunks")
+    gc.add_argument(
+        "--home",
+        type=Path,
+        default=Path(os.environ.get("FORKHORSE_HOME", ".forkhorse-local")),
+        help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
+    )
+    gc.add_argument(
+        "--grace-seconds",
+        type=int,
+        default=int(DEFAULT_GRACE.total_seconds()),
+        help="keep anything written more recently than this (default 3600)",
+    )
+    gc.add_argument("--dry-run", action="store_true", help="print what would go; remove nothing")
+    gc.set_defaults(func=_gc)
+
+
+def _gc(args: argparse.Namespace) -> int:
+    if args.grace_seconds < 0:
+        print("forkhorse gc: --grace-seconds must not be negative")
+        return 2
+    if not (args.home / DATABASE_NAME).is_file():
+        print(f"forkhorse gc: no Forkhorse state under {args.home}")
+        return 2
+    store = SqliteStore(args.home)
+    try:
+        grace = timedelta(seconds=args.grace_seconds)
+        collection = collect(store, SystemClock().now(), grace, dry_run=args.dry_run)
+    finally:
+        store.close()
+    verb = "would remove" if args.dry_run else "removed"
+    for line in collection.lines():
+        print(f"{verb} {line}")
+    print(f"{verb} {len(collection.records)} records, {len(collection.orphans)} orphan chunk sets")
+    return 0

@@ -1,0 +1,138 @@
+"""Collecting S3 packs on moto: unreachable and old packs go; reachable ones (from canonical
+or any fork) and fresh ones (a push that has not written its refs yet) stay; clones work."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from forkhorse.adapters.events import InProcessEventBus
+from forkhorse.adapters.git.http import GitHttpApp
+from forkhorse.adapters.git.reach import ReachTooLarge
+from forkhorse.adapters.git.s3 import S3GitHost, S3GitStore
+from forkhorse.domain.git_access import GitPrincipal
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.s3.models import s3_backends
+
+from tests.integration.git.conftest import (
+    BUCKET,
+    PROJECT,
+    Directory,
+    commit_all,
+    git,
+    import_as_canonical,
+    import_objects,
+    new_repo,
+    write_files,
+)
+
+GRACE = timedelta(hours=1)
+
+
+def _pack_names(store: S3GitStore) -> set[str]:
+    return set(store._open_objects()._iter_pack_names())
+
+
+def _import_pack(store: S3GitStore, source: Path) -> str:
+    """Store `source`'s objects as one new pack; returns the pack's name."""
+    before = _pack_names(store)
+    import_objects(store, source)
+    (name,) = _pack_names(store) - before
+    return name
+
+
+def _backdate(name: str, by: timedelta = 2 * GRACE) -> None:
+    """Make a pack look uploaded `by` ago (moto stamps uploads with the real time)."""
+    bucket = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_bucket(BUCKET)
+    for extension in ("pack", "idx"):
+        key = bucket.keys[f"git/{PROJECT}/packs/{name}.{extension}"]
+        key.last_modified -= by
+
+
+def _repo(tmp_path: Path, name: str, content: str) -> tuple[Path, str]:
+    repo = new_repo(tmp_path / name)
+    write_files(repo, {"file.txt": content})
+    return repo, commit_all(repo, name)
+
+
+@pytest.fixture
+def packs(s3_host: S3GitHost, tmp_path: Path) -> dict[str, Any]:
+    """canonical's pack, a fork's own pack, an old pack no ref reaches and a fresh one."""
+    store = s3_host.store(PROJECT)
+    canonical_repo, head = _repo(tmp_path, "canonical", "canonical\n")
+    import_as_canonical(store, canonical_repo, head)
+    store.create_fork("fa")
+    fork_repo, fork_head = _repo(tmp_path, "fork", "fork work\n")
+    names = {
+        "canonical": next(iter(_pack_names(store))),
+        "fork": _import_pack(store, fork_repo),
+        "unreachable": _import_pack(store, _repo(tmp_path, "abandoned", "lost\n")[0]),
+    }
+    assert store.update_fork_ref("fa", "refs/heads/work", None, fork_head)
+    for name in names.values():
+        _backdate(name)
+    names["fresh"] = _import_pack(store, _repo(tmp_path, "in-flight", "pushing\n")[0])
+    return {"store": store, "names": names, "head": head, "fork_head": fork_head}
+
+
+def _cutoff() -> datetime:
+    return datetime.now(UTC) - GRACE
+
+
+def test_only_the_old_unreachable_pack_goes(s3_host: S3GitHost, packs: dict[str, Any]) -> None:
+    names = packs["names"]
+
+    dry = s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=True)
+    assert dry == [names["unreachable"]]
+    assert _pack_names(packs["store"]) == set(names.values()), "a dry run removes nothing"
+
+    removed = s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False)
+
+    assert removed == [names["unreachable"]]
+    assert _pack_names(packs["store"]) == set(names.values()) - {names["unreachable"]}
+    assert s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False) == []
+
+
+def test_a_review_commit_counts_as_a_tip(s3_host: S3GitHost, packs: dict[str, Any]) -> None:
+    """Without the fork's ref, the fork's pack is kept only by a review naming its commit."""
+    names = packs["names"]
+    removed = s3_host.collect_packs(PROJECT, [], [packs["fork_head"]], _cutoff(), dry_run=True)
+    assert removed == [names["unreachable"]]
+    without = s3_host.collect_packs(PROJECT, [], [], _cutoff(), dry_run=True)
+    assert without == sorted([names["fork"], names["unreachable"]])
+
+
+def test_a_walk_past_its_limit_removes_nothing(packs: dict[str, Any]) -> None:
+    store: S3GitStore = packs["store"]
+    with pytest.raises(ReachTooLarge):
+        store.collect_packs(["fa"], [], _cutoff(), dry_run=False, limit=2)
+    assert _pack_names(store) == set(packs["names"].values())
+
+
+def test_clones_work_after_collection(
+    s3_host: S3GitHost,
+    packs: dict[str, Any],
+    tmp_path: Path,
+    serve_app: Callable[[Any], str],
+) -> None:
+    assert s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False)
+    directory = Directory(
+        tokens={"agent-a-token": GitPrincipal("agent-a", "agent")},
+        members={"agent-a"},
+        forks={"fa": "agent-a"},
+    )
+    url = serve_app(GitHttpApp(s3_host, directory.resolve, directory.lookup, InProcessEventBus()))
+    remote = f"{url.replace('://', '://any:agent-a-token@')}/git/{PROJECT}"
+
+    git("clone", "-q", f"{remote}/canonical.git", str(tmp_path / "c1"), cwd=tmp_path)
+    git("clone", "-q", f"{remote}/forks/fa.git", str(tmp_path / "c2"), cwd=tmp_path)
+
+    assert git("rev-parse", "HEAD", cwd=tmp_path / "c1") == packs["head"]
+    assert (tmp_path / "c1" / "file.txt").read_text() == "canonical\n"
+    work = git("rev-parse", "origin/work", cwd=tmp_path / "c2")
+    assert work == packs["fork_head"]
+    git("checkout", "-q", "origin/work", cwd=tmp_path / "c2")
+    assert (tmp_path / "c2" / "file.txt").read_text() == "fork work\n"
