@@ -7,7 +7,9 @@ the promote path mints.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -127,3 +129,17 @@ class GitHost(Protocol):
     """Every project's repositories; `store(project)` scopes to one project."""
 
     def store(self, project: str) -> GitStore: ...
+
+
+class PackCollector(Protocol):
+    """Drops a project's pack data that no tip reaches and that was stored before a time."""
+
+    def collect_packs(
+        self,
+        project_id: str,
+        forks: Iterable[str],
+        extra_tips: Iterable[str],
+        written_before: datetime,
+        *,
+        dry_run: bool,
+    ) -> list[str]: ...

@@ -12,27 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from forkhorse.domain.model import Project, Review
 from forkhorse.domain.receipts import parse_timestamp
+from forkhorse.ports.git import PackCollector
 from forkhorse.ports.store import Store
 
 DEFAULT_GRACE = timedelta(hours=1)
-
-
-class PackCollector(Protocol):
-    """Drops a project's pack data that no tip reaches and that was stored before a time."""
-
-    def collect_packs(
-        self,
-        project_id: str,
-        forks: Iterable[str],
-        extra_tips: Iterable[str],
-        written_before: datetime,
-        *,
-        dry_run: bool,
-    ) -> list[str]: ...
 
 
 @dataclass

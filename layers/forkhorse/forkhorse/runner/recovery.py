@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.run import RunRef
-from forkhorse.runner.collector import DEFAULT_GRACE, PackCollector, collect
+from forkhorse.ports.git import PackCollector
+from forkhorse.runner.collector import DEFAULT_GRACE, collect
 from forkhorse.runner.promote_steps import PromoteDeps, settle_stopped
 from forkhorse.runner.steps import EXPORT_PREFIX, RunnerDeps, finalize
 
