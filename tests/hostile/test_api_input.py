@@ -317,10 +317,14 @@ def test_an_unreadable_stored_receipt_is_flagged_not_a_failed_listing(live: Live
     review = live.reviews[1]
     missing, corrupted = "0" * 64, "f" * 64  # no record; a record that fails its digest
     with closing(sqlite3.connect(live.home / "forkhorse.sqlite3", timeout=30)) as db, db:
-        db.execute("INSERT INTO records VALUES (?, 1)", (corrupted,))
-        db.execute("INSERT INTO record_chunks VALUES (?, 0, ?)", (corrupted, json.dumps(RECEIPT)))
+        db.execute("INSERT INTO records (digest, chunk_count) VALUES (?, 1)", (corrupted,))
+        db.execute(
+            "INSERT INTO record_chunks (digest, idx, text) VALUES (?, 0, ?)",
+            (corrupted, json.dumps(RECEIPT)),
+        )
         db.executemany(
-            "INSERT INTO review_receipts VALUES (?, ?)", [(review, missing), (review, corrupted)]
+            "INSERT INTO review_receipts (review_id, digest) VALUES (?, ?)",
+            [(review, missing), (review, corrupted)],
         )
     listing = live.owner.ok("GET", live.receipts_path(review))
     assert sorted(listing["unreadable"]) == [missing, corrupted]
