@@ -82,15 +82,21 @@ def _refusal(world: AwsWorld, review_id: str) -> tuple[int, Any]:
     return world.call("GET", f"{world.promotion_path(review_id)}/promotion")
 
 
+def _stopped_promote(world: AwsWorld, step: str) -> tuple[str, str, str | None, str]:
+    """An approved review whose promote execution is stopped right after `step`: its
+    commit, review, canonical head before, and promotion."""
+    lane = world.lane("agent")
+    commit = world.push(lane, PASSING)
+    review_id = world.approved(lane, commit)
+    initial = world.canonical()
+    _stop_after(world, step)
+    return commit, review_id, initial, _promote(world, review_id, commit)
+
+
 def test_a_promote_stopped_while_pending_fails_as_stopped_and_frees_the_lease(
     aws_world: AwsWorld,
 ) -> None:
-    lane = aws_world.lane("agent")
-    commit = aws_world.push(lane, PASSING)
-    review_id = aws_world.approved(lane, commit)
-    initial = aws_world.canonical()
-    _stop_after(aws_world, "promote_acquire")
-    promotion_id = _promote(aws_world, review_id, commit)
+    commit, review_id, initial, promotion_id = _stopped_promote(aws_world, "promote_acquire")
     event = _status_change(aws_world, promotion_id)
     # Dead but unsettled: it holds the lease and fences the project.
     assert aws_world.store.open_promotion(aws_world.project_id) is not None
@@ -114,12 +120,7 @@ def test_a_promote_stopped_while_pending_fails_as_stopped_and_frees_the_lease(
 def test_a_promote_stopped_before_its_write_is_reconciled_as_not_landed(
     aws_world: AwsWorld,
 ) -> None:
-    lane = aws_world.lane("agent")
-    commit = aws_world.push(lane, PASSING)
-    review_id = aws_world.approved(lane, commit)
-    initial = aws_world.canonical()
-    _stop_after(aws_world, "promote_verify")
-    promotion_id = _promote(aws_world, review_id, commit)
+    _, review_id, initial, promotion_id = _stopped_promote(aws_world, "promote_verify")
     aws_world.execution(promotion_id)  # ended
     writing = aws_world.store.get_promotion(aws_world.project_id, promotion_id)
     assert writing is not None
@@ -136,12 +137,7 @@ def test_a_write_that_landed_before_the_execution_died_is_reconciled_as_done(
 ) -> None:
     """The compare-and-set landed but its Lambda died before recording it (here the test
     moves canonical itself, exactly as that write would): canonical's head decides."""
-    lane = aws_world.lane("agent")
-    commit = aws_world.push(lane, PASSING)
-    review_id = aws_world.approved(lane, commit)
-    initial = aws_world.canonical()
-    _stop_after(aws_world, "promote_verify")
-    promotion_id = _promote(aws_world, review_id, commit)
+    commit, review_id, initial, promotion_id = _stopped_promote(aws_world, "promote_verify")
     aws_world.execution(promotion_id)  # ended
     repos = aws_world.runtime.git.store(aws_world.project_id)
     assert repos.update_canonical_ref(
