@@ -27,6 +27,12 @@ class Settings(_Body):
     require_receipt: bool = Field(alias="requireReceipt")
 
 
+class Policy(_Body):
+    """Exactly `{"protectChecks": bool}`: the owner's policy, apart from the spec's settings."""
+
+    protect_checks: bool = Field(alias="protectChecks")
+
+
 class CreateAgent(_Body):
     name: Name
 
@@ -54,3 +60,10 @@ class RequestReview(_Body):
 
 class CommitBody(_Body):
     commit: Sha
+
+
+class ApproveBody(CommitBody):
+    """`acceptChecksChange: true` accepts the commit's removed or changed checks against
+    canonical, when the protected-checks policy applies."""
+
+    accept_checks_change: bool = Field(default=False, alias="acceptChecksChange")
