@@ -9,35 +9,20 @@ from typing import Any
 from forkhorse.service.approvals import GATE_REFUSED
 from forkhorse.service.promotion_rules import CHECKS_CHANGE_NOT_ACCEPTED, CONSENT_MISSING
 
-from tests.integration.api.conftest import Lane, Project, Server, new_lane
-from tests.integration.api.support import QUICK_OK, checks_files
-
-MODULE = ".forkhorse/quick/ok.py"
-# Canonical's quick check, and the agent's replacement that passes whatever the tree holds.
-GUARD = (
-    "def check(ctx):\n"
-    "    # The project's real check (the bytes matter here, not what it asserts).\n"
-    "    return {'ok': True, 'message': 'Guarded.'}\n"
+from tests.integration.api.conftest import (
+    GUARD,
+    GUARDED_MODULE,
+    Lane,
+    Project,
+    Server,
+    new_guarded_project,
+    new_lane,
 )
+from tests.integration.api.support import QUICK_OK
+
+MODULE = GUARDED_MODULE
 ALWAYS_PASSES = QUICK_OK
 MODULE_CHANGED = "checks-changed: Check quick's module changed."
-
-
-def _protected_project(
-    server: Server, require_receipt: bool = True, protect_checks: bool = True
-) -> Project:
-    """A project whose canonical head declares one quick check; the policy is turned on
-    when asked, and otherwise left at its default (off)."""
-    body = {"name": "guarded", "requireReceipt": require_receipt}
-    project = server.owner.ok("POST", "/projects", body, expect=201)["project"]
-    base = server.worktree()
-    initial = base.commit({**checks_files(), MODULE: GUARD, "README.md": "hi\n"}, "import")
-    base.push(project["cloneUrl"], server.owner_token)
-    if protect_checks:
-        wanted = {"protectChecks": True}
-        policy = server.owner.ok("PUT", f"/projects/{project['id']}/policy", wanted)
-        assert policy == {"policy": wanted}
-    return Project(server, project["id"], project["cloneUrl"], base, initial)
 
 
 def _path(project: Project, review_id: str) -> str:
@@ -79,7 +64,7 @@ def test_the_policy_shows_in_state_and_is_off_by_default(server: Server, require
 
 
 def test_a_replaced_check_is_refused_until_the_owner_accepts_that_change(server: Server) -> None:
-    project = _protected_project(server)
+    project = new_guarded_project(server)
     lane = new_lane(project)
     commit, review = _replace_the_check(lane)
 
@@ -122,7 +107,7 @@ def test_a_replaced_check_is_refused_until_the_owner_accepts_that_change(server:
 
 def test_with_the_policy_off_the_spec_behaviour_is_unchanged(server: Server) -> None:
     """The default: a replaced check is the owner's to spot in the diff; nothing blocks."""
-    required = _protected_project(server, protect_checks=False)
+    required = new_guarded_project(server, protect_checks=False)
     lane = new_lane(required)
     commit, review = _replace_the_check(lane)
     gate = server.owner.ok("GET", f"{_path(required, review['id'])}/gate")
@@ -138,7 +123,7 @@ def test_with_the_policy_off_the_spec_behaviour_is_unchanged(server: Server) -> 
 
 
 def test_advisory_mode_shows_the_diff_but_never_blocks(server: Server) -> None:
-    project = _protected_project(server, require_receipt=False)
+    project = new_guarded_project(server, require_receipt=False)
     lane = new_lane(project)
     commit, review = lane.reviewed({MODULE: ALWAYS_PASSES})
     gate = server.owner.ok("GET", f"{_path(project, review['id'])}/gate")
@@ -153,7 +138,7 @@ def test_advisory_mode_shows_the_diff_but_never_blocks(server: Server) -> None:
 def test_turning_the_policy_on_after_approval_gates_promote_until_accepted(
     server: Server,
 ) -> None:
-    required = _protected_project(server, protect_checks=False)
+    required = new_guarded_project(server, protect_checks=False)
     lane = new_lane(required)
     commit, review = _replace_the_check(lane)
     assert _approve(required, review["id"], commit)[0] == 200
@@ -177,7 +162,7 @@ def test_turning_the_policy_on_after_approval_gates_promote_until_accepted(
 def test_an_acceptance_never_covers_a_diff_canonical_moved_to_since(server: Server) -> None:
     """A accepts v0 -> v2 of the check; B lands v1 first (A builds on B). A's consent was
     for another diff: its promote is refused until the owner accepts v1 -> v2."""
-    project = _protected_project(server)
+    project = new_guarded_project(server)
     lane_b = new_lane(project, "agent-b")
     lane_a = new_lane(project, "agent-a")
     c1, review_b = _replace_the_check(lane_b, GUARD + "# v1\n")

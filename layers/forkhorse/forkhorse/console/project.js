@@ -1,4 +1,5 @@
-// One project: the receipt mode, reviews with live badges, packets, forks and the ledger.
+// One project: the receipt mode, the checks policy, reviews with live badges, packets, forks
+// and the ledger.
 import {
   announce, badge, copyButton, facts, fill, h, repeat, section, shortSha, table, when,
 } from './dom.js';
@@ -11,6 +12,7 @@ export function projectPage(ctx, projectId) {
   const regions = {
     head: h('div', { id: 'project-head' }, h('h1', { tabindex: '-1' }, 'Project')),
     settings: section('settings', 'Receipt mode'),
+    policy: section('policy', 'Checks policy'),
     reviews: section('reviews', 'Reviews'),
     packets: section('packets', 'Packets and claims'),
     forks: section('forks', 'Forks'),
@@ -18,6 +20,7 @@ export function projectPage(ctx, projectId) {
   };
   fill(ctx.main, Object.values(regions));
   const toggle = settingsControl(ctx, projectId, regions.settings);
+  const policy = policyControl(ctx, projectId, regions.policy);
   let first = true;
   return repeat(async () => {
     let state;
@@ -29,6 +32,7 @@ export function projectPage(ctx, projectId) {
     }
     drawProject(ctx, regions, state);
     toggle.show(state.project.settings.requireReceipt);
+    policy.show(state.project.policy.protectChecks);
     if (first) ctx.ready();
     first = false;
     const running = state.reviews.some((review) => review.receipt?.status === 'running');
@@ -106,6 +110,54 @@ function settingsControl(ctx, projectId, region) {
   return { show };
 }
 
+const POLICY_TEXT = {
+  true: 'In required mode, a review whose commit removes or changes a check that canonical '
+    + 'declares (its declaration or its quick module) is refused with checks-changed until you '
+    + 'accept exactly that change when approving. Added checks need no acceptance.',
+  false: 'The checks come from the reviewed commit, as the spec says: read the checks diff on '
+    + 'each review before approving.',
+};
+
+function policyControl(ctx, projectId, region) {
+  const input = h('input', {
+    id: 'protect-checks', type: 'checkbox', role: 'switch', 'aria-describedby': 'policy-now',
+  });
+  const now = h('p', { id: 'policy-now', class: 'mode' });
+  const status = h('div', { id: 'policy-status' });
+  let pending = false;
+  const show = (protect) => {
+    if (pending) return;
+    input.checked = protect;
+    fill(now, h('strong', null, protect ? 'Checks are protected. ' : 'Checks are not protected. '),
+      POLICY_TEXT[protect]);
+  };
+  input.addEventListener('change', async () => {
+    pending = true;
+    input.disabled = true;
+    const wanted = input.checked;
+    try {
+      const { data } = await api('PUT', paths.policy(projectId), { protectChecks: wanted });
+      pending = false;
+      show(data.policy.protectChecks);
+      const message = `Saved: canonical's checks are ${wanted ? 'now protected' : 'no longer protected'}.`;
+      fill(status, h('p', { class: 'ok' }, message));
+      announce(message);
+    } catch (error) {
+      pending = false;
+      show(!wanted);
+      if (!ctx.fail(error)) fill(status, h('p', { class: 'error', role: 'alert' }, error.message));
+    }
+    input.disabled = false;
+    input.focus();
+  });
+  region.append(
+    h('div', { class: 'check switch' }, input,
+      h('label', { for: 'protect-checks' }, "Protect canonical's checks from removal or change")),
+    now,
+    status);
+  return { show };
+}
+
 function checkProgress(receipt) {
   if (!receipt) return '—';
   const done = receipt.checks.filter((check) => check.outcome !== 'running').length;
@@ -154,9 +206,13 @@ function ledgerTable(projectId, ledger) {
     h('code', { title: entry.commit }, shortSha(entry.commit)),
     h('code', { title: entry.from ?? 'empty' }, shortSha(entry.from)),
     entry.digest ? h('code', { title: entry.digest }, shortSha(entry.digest)) : 'none (advisory)',
+    entry.acceptedChecksChange.length
+      ? entry.acceptedChecksChange.map((change) => `${change.check} ${change.change}`).join(', ')
+      : '—',
     h('a', { href: `#/p/${encodeURIComponent(projectId)}/r/${encodeURIComponent(entry.reviewId)}` },
       `Review ${shortSha(entry.reviewId)}`),
   ]);
-  return table('Promotions of canonical', ['Promoted', 'Commit', 'From', 'Digest', 'Review'], rows,
+  return table('Promotions of canonical',
+    ['Promoted', 'Commit', 'From', 'Digest', 'Accepted checks change', 'Review'], rows,
     'Nothing promoted yet.');
 }
