@@ -197,7 +197,11 @@ class ForkhorseApi:
         def set_settings(project_id: str, body: Settings) -> dict[str, Any]:
             return projects.set_settings(self.caller(), project_id, body.require_receipt)
 
-        @app.put("/projects/<project_id>/policy", responses={200: _ok("Policy."), **_ERRORS})
+        @app.put(
+            "/projects/<project_id>/policy",
+            description="The protected-checks policy, apart from the spec's settings (owner).",
+            responses={200: _ok("Policy."), **_ERRORS},
+        )
         def set_policy(project_id: str, body: Policy) -> dict[str, Any]:
             return projects.set_policy(self.caller(), project_id, body.protect_checks)
 
