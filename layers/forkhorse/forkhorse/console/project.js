@@ -69,45 +69,18 @@ const MODE_TEXT = {
 };
 
 function settingsControl(ctx, projectId, region) {
-  const input = h('input', {
-    id: 'require-receipt', type: 'checkbox', role: 'switch', 'aria-describedby': 'mode-now mode-help',
+  return switchControl(ctx, region, {
+    id: 'require-receipt',
+    prefix: 'mode',
+    label: 'Require receipts before approve and promote',
+    describe: (required) => [h('strong', null, required ? 'Mode: required. ' : 'Mode: advisory. '),
+      MODE_TEXT[required]],
+    save: async (wanted) => (await api('PATCH', paths.settings(projectId), { requireReceipt: wanted }))
+      .data.settings.requireReceipt,
+    saved: (wanted) => `Saved: receipts are now ${wanted ? 'required' : 'advisory'}.`,
+    help: 'A change applies to later approve and promote calls. Turning it on also gates an '
+      + 'already-approved review: its next promote must pass a new required run.',
   });
-  const now = h('p', { id: 'mode-now', class: 'mode' });
-  const status = h('div', { id: 'mode-status' });
-  let pending = false;
-  const show = (required) => {
-    if (pending) return;
-    input.checked = required;
-    fill(now, h('strong', null, required ? 'Mode: required. ' : 'Mode: advisory. '), MODE_TEXT[required]);
-  };
-  input.addEventListener('change', async () => {
-    pending = true;
-    input.disabled = true;
-    const wanted = input.checked;
-    try {
-      const { data } = await api('PATCH', paths.settings(projectId), { requireReceipt: wanted });
-      pending = false;
-      show(data.settings.requireReceipt);
-      const message = `Saved: receipts are now ${wanted ? 'required' : 'advisory'}.`;
-      fill(status, h('p', { class: 'ok' }, message));
-      announce(message);
-    } catch (error) {
-      pending = false;
-      show(!wanted);
-      if (!ctx.fail(error)) fill(status, h('p', { class: 'error', role: 'alert' }, error.message));
-    }
-    input.disabled = false;
-    input.focus();
-  });
-  region.append(
-    h('div', { class: 'check switch' }, input,
-      h('label', { for: 'require-receipt' }, 'Require receipts before approve and promote')),
-    now,
-    h('p', { id: 'mode-help', class: 'muted' }, 'A change applies to later approve and promote '
-      + 'calls. Turning it on also gates an already-approved review: its next promote must pass '
-      + 'a new required run.'),
-    status);
-  return { show };
 }
 
 const POLICY_TEXT = {
@@ -119,27 +92,41 @@ const POLICY_TEXT = {
 };
 
 function policyControl(ctx, projectId, region) {
-  const input = h('input', {
-    id: 'protect-checks', type: 'checkbox', role: 'switch', 'aria-describedby': 'policy-now',
+  return switchControl(ctx, region, {
+    id: 'protect-checks',
+    prefix: 'policy',
+    label: "Protect canonical's checks from removal or change",
+    describe: (protect) => [h('strong', null, protect ? 'Checks are protected. ' : 'Checks are not protected. '),
+      POLICY_TEXT[protect]],
+    save: async (wanted) => (await api('PUT', paths.policy(projectId), { protectChecks: wanted }))
+      .data.policy.protectChecks,
+    saved: (wanted) => `Saved: canonical's checks are ${wanted ? 'now protected' : 'no longer protected'}.`,
   });
-  const now = h('p', { id: 'policy-now', class: 'mode' });
-  const status = h('div', { id: 'policy-status' });
+}
+
+// A switch that saves itself: it shows the stored value, saves a change and says what happened.
+function switchControl(ctx, region, { id, prefix, label, describe, save, saved, help }) {
+  const input = h('input', {
+    id, type: 'checkbox', role: 'switch',
+    'aria-describedby': help ? `${prefix}-now ${prefix}-help` : `${prefix}-now`,
+  });
+  const now = h('p', { id: `${prefix}-now`, class: 'mode' });
+  const status = h('div', { id: `${prefix}-status` });
   let pending = false;
-  const show = (protect) => {
+  const show = (value) => {
     if (pending) return;
-    input.checked = protect;
-    fill(now, h('strong', null, protect ? 'Checks are protected. ' : 'Checks are not protected. '),
-      POLICY_TEXT[protect]);
+    input.checked = value;
+    fill(now, describe(value));
   };
   input.addEventListener('change', async () => {
     pending = true;
     input.disabled = true;
     const wanted = input.checked;
     try {
-      const { data } = await api('PUT', paths.policy(projectId), { protectChecks: wanted });
+      const value = await save(wanted);
       pending = false;
-      show(data.policy.protectChecks);
-      const message = `Saved: canonical's checks are ${wanted ? 'now protected' : 'no longer protected'}.`;
+      show(value);
+      const message = saved(wanted);
       fill(status, h('p', { class: 'ok' }, message));
       announce(message);
     } catch (error) {
@@ -151,9 +138,9 @@ function policyControl(ctx, projectId, region) {
     input.focus();
   });
   region.append(
-    h('div', { class: 'check switch' }, input,
-      h('label', { for: 'protect-checks' }, "Protect canonical's checks from removal or change")),
+    h('div', { class: 'check switch' }, input, h('label', { for: id }, label)),
     now,
+    ...(help ? [h('p', { id: `${prefix}-help`, class: 'muted' }, help)] : []),
     status);
   return { show };
 }
