@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from forkhorse.domain.checks import parse_checks
+import json
+
+from forkhorse.domain.checks import MAX_CHECKS, MAX_NAME_LENGTH, parse_checks
 from forkhorse.domain.checks_change import (
     UNREADABLE_MODULE,
     DeclaredCheck,
@@ -121,3 +123,18 @@ def test_acceptance_covers_exactly_the_change_it_was_given_for() -> None:
     assert reasons[1:] == later.reasons()
     # Nothing protected any more (canonical took the change): no acceptance is needed.
     assert unaccepted_reasons(diff_checks(head, head), diff.protected) == []
+
+
+def test_the_stored_acceptance_is_bounded_by_the_checks_limit() -> None:
+    """The most a consent can carry: every one of canonical's MAX_CHECKS checks changed, each
+    entry two fixed-size fingerprints whatever the declarations hold. It stays far below
+    DynamoDB's 400 KB item, where it shares the review's item."""
+    names = [f"{'c' * 61}{index:03d}" for index in range(MAX_CHECKS)]
+    full = '{{"name":"{}","tier":"full","image":"default","run":"{}"}}'
+    base = _declared(*(full.format(name, "x" * 800) for name in names))
+    head = _declared(*(full.format(name, "y") for name in names))
+    protected = diff_checks(base, head).protected
+    assert len(protected) == MAX_CHECKS
+    assert {len(change.check) for change in protected} == {MAX_NAME_LENGTH}
+    stored = json.dumps([change.model_dump(mode="json") for change in protected])
+    assert len(stored.encode()) <= 20 * 1024  # measured: 17,216 bytes
