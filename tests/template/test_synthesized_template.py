@@ -201,6 +201,7 @@ def test_agent_routes_use_the_token_authorizer_and_owner_routes_use_cognito(
         ("POST", "/projects/{projectId}/reviews/{reviewId}/approve"),
         ("POST", "/projects/{projectId}/reviews/{reviewId}/promote"),
         ("PATCH", "/projects/{projectId}/settings"),
+        ("PUT", "/projects/{projectId}/policy"),
         ("GET", "/projects/{projectId}/reviews/{reviewId}/receipt"),
     ):
         assert routes[owner_route] == [{"OwnerJwt": []}], owner_route

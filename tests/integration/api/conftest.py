@@ -18,7 +18,7 @@ from forkhorse.service import ServiceSettings
 from forkhorse.wiring.local import build_local_runtime
 from waitress.server import create_server
 
-from tests.integration.api.support import Client, ShiftClock, Worktree
+from tests.integration.api.support import Client, ShiftClock, Worktree, checks_files
 from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 
 CLAIM_TTL = timedelta(minutes=30)
@@ -150,6 +150,32 @@ def new_project(server: Server, require_receipt: bool) -> Project:
     base = server.worktree()
     initial = base.commit({"README.md": "hello\n"}, "initial import")
     base.push(project["cloneUrl"], server.owner_token)
+    return Project(server, project["id"], project["cloneUrl"], base, initial)
+
+
+GUARDED_MODULE = ".forkhorse/quick/ok.py"
+# A project's own quick check (its bytes matter to the protected-checks policy).
+GUARD = (
+    "def check(ctx):\n"
+    "    # The project's real check (the bytes matter here, not what it asserts).\n"
+    "    return {'ok': True, 'message': 'Guarded.'}\n"
+)
+
+
+def new_guarded_project(
+    server: Server, require_receipt: bool = True, protect_checks: bool = True
+) -> Project:
+    """A project whose canonical head declares one quick check (`GUARD`); the
+    protected-checks policy is turned on when asked, and otherwise left at its default."""
+    body = {"name": "guarded", "requireReceipt": require_receipt}
+    project = server.owner.ok("POST", "/projects", body, expect=201)["project"]
+    base = server.worktree()
+    initial = base.commit({**checks_files(), GUARDED_MODULE: GUARD, "README.md": "hi\n"}, "import")
+    base.push(project["cloneUrl"], server.owner_token)
+    if protect_checks:
+        wanted = {"protectChecks": True}
+        policy = server.owner.ok("PUT", f"/projects/{project['id']}/policy", wanted)
+        assert policy == {"policy": wanted}
     return Project(server, project["id"], project["cloneUrl"], base, initial)
 
 

@@ -31,6 +31,7 @@ def test_the_gate_lists_what_approve_and_promote_would_refuse_then_allows_them(
     commit, review = lane.reviewed(PASSING)
     owner = server.owner
     gate = owner.ok("GET", _path(required, review["id"], "gate"))
+    checks = gate.pop("checks")
     assert gate == {
         "mode": "required",
         "commit": commit,
@@ -40,6 +41,16 @@ def test_the_gate_lists_what_approve_and_promote_would_refuse_then_allows_them(
             "reasons": ["consent: The owner has not approved this review."],
         },
     }
+    # Canonical declares no checks: the commit's are added, shown, and protect nothing.
+    assert (checks["policy"], checks["enforced"], checks["canonicalHead"]) == (
+        {"protectChecks": False},
+        False,
+        required.initial,
+    )
+    assert [(d["check"], d["change"], d["protected"]) for d in checks["diff"]] == [
+        ("quick", "added", False),
+        ("full-0", "added", False),
+    ]
     owner.ok("POST", _path(required, review["id"], "approve"), {"commit": commit})
     gate = owner.ok("GET", _path(required, review["id"], "gate"))
     assert gate["approve"] == {"allowed": False, "reasons": ["This commit is already approved."]}

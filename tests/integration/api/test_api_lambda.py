@@ -98,6 +98,25 @@ def test_the_api_function_trusts_the_cognito_owner_and_the_lambda_authorizer(
     assert api.handler(anonymous, None)["statusCode"] == 401
 
 
+def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) -> None:
+    api = _function("api")
+    created = api.handler(_event("api_create_project.json"), None)
+    project_id = json.loads(created["body"])["project"]["id"]
+    policy = _event("api_set_policy.json")
+    assert api.handler(policy, None)["statusCode"] == 404, "the sample's project is unknown"
+    path = f"/projects/{project_id}/policy"
+    policy["rawPath"] = policy["requestContext"]["http"]["path"] = path
+    answered = api.handler(policy, None)
+    assert (answered["statusCode"], json.loads(answered["body"])) == (
+        200,
+        {"policy": {"protectChecks": True}},
+    )
+    stored = aws.get_project(project_id)
+    assert stored is not None
+    assert stored.protects_checks
+    assert stored.effective_settings.require_receipt, "the settings are untouched"
+
+
 def test_the_push_function_ignores_unknown_projects(aws: DynamoDbStore) -> None:
     push = _function("push")
     assert push.handler(_event("push_follow.json"), None) == {"moved": []}

@@ -60,6 +60,7 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("POST", "/projects", {"name": "x"}, {"owner": 201, "other_owner": 201}),
     ("GET", "/projects", None, {"owner": 200, "other_owner": 200}),
     ("PATCH", P + "/settings", {"requireReceipt": False}, {"owner": 200, "other_owner": 404}),
+    ("PUT", P + "/policy", {"protectChecks": False}, {"owner": 200, "other_owner": 404}),
     (
         "GET",
         P + "/state",
@@ -158,6 +159,41 @@ def test_a_non_json_post_is_refused(world: World) -> None:
 def test_settings_accept_exactly_one_boolean(world: World, body: Any, error: str) -> None:
     path = f"/projects/{world.ids['project']}/settings"
     assert world.server.owner.call("PATCH", path, body) == (400, {"error": error})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"requireReceipt": True, "protectChecks": True}, {"protectChecks": True}],
+)
+def test_settings_still_refuse_the_policy_field(world: World, body: Any) -> None:
+    path = f"/projects/{world.ids['project']}"
+    before = world.server.owner.state(world.ids["project"])["project"]
+    status, refused = world.server.owner.call("PATCH", path + "/settings", body)
+    assert status == 400
+    assert refused["error"] in ("Unknown field: protectChecks.", "Missing field: requireReceipt.")
+    assert world.server.owner.state(world.ids["project"])["project"] == before
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"protectChecks": True, "extra": 1}, "Unknown field: extra."),
+        ({"protectChecks": True, "requireReceipt": True}, "Unknown field: requireReceipt."),
+        ({"protectChecks": 1}, "Invalid protectChecks: Input should be a valid boolean."),
+        ({"protectChecks": "true"}, "Invalid protectChecks: Input should be a valid boolean."),
+        ({}, "Missing field: protectChecks."),
+    ],
+)
+def test_policy_accepts_exactly_one_boolean(world: World, body: Any, error: str) -> None:
+    path = f"/projects/{world.ids['project']}/policy"
+    before = world.server.owner.state(world.ids["project"])["project"]["policy"]
+    assert world.server.owner.call("PUT", path, body) == (400, {"error": error})
+    assert world.server.owner.state(world.ids["project"])["project"]["policy"] == before
+
+
+def test_policy_of_an_unknown_project_is_404(world: World) -> None:
+    status, body = world.server.owner.call("PUT", "/projects/ghost/policy", {"protectChecks": True})
+    assert (status, body) == (404, {"error": "Project not found."})
 
 
 def test_hostile_bodies_get_clear_400s(world: World) -> None:

@@ -3,7 +3,7 @@
 Layout (pk / sk):
   PRINCIPALS / PRINCIPAL#<id>          principal, its kind and token hash
   TOKEN#<hash> / TOKEN                 token hash -> principal id
-  PROJECTS / PROJECT#<id>              project (+ `settings`, absent on legacy projects)
+  PROJECTS / PROJECT#<id>              project (+ `settings`, absent on legacy projects; + `policy`)
   PROJECT#<p> / MEMBER#<agent>, FORK#<id>, PACKET#<id>, REVIEW#<created>#<id> (a pointer),
                PROMOTION#<id>, PROMOTION-FENCE, LEDGER#<promoted>#<promotion>, LEASE
   CLAIM#<packet> / CLAIM               the packet's claim (agentId, untilUs)
@@ -40,6 +40,7 @@ from forkhorse.domain.model import (
     Packet,
     Principal,
     Project,
+    ProjectPolicy,
     ProjectSettings,
     Promotion,
     Refusal,
@@ -247,7 +248,8 @@ class DynamoDbStore:
     def create_project(self, project: Project) -> bool:
         item = {
             **_key("PROJECTS", f"PROJECT#{project.id}"),
-            "data": _s(project.model_dump_json(exclude={"settings"})),
+            "data": _s(project.model_dump_json(exclude={"settings", "policy"})),
+            "policy": _json(project.policy),
         }
         if project.settings is not None:
             item["settings"] = _json(project.settings)
@@ -259,6 +261,9 @@ class DynamoDbStore:
         if "settings" in item:
             settings = ProjectSettings.model_validate_json(item["settings"]["S"])
             project = project.model_copy(update={"settings": settings})
+        if "policy" in item:
+            policy = ProjectPolicy.model_validate_json(item["policy"]["S"])
+            project = project.model_copy(update={"policy": policy})
         return with_effective_settings(project)
 
     def get_project(self, project_id: str) -> Project | None:
@@ -269,13 +274,20 @@ class DynamoDbStore:
         return [self._project_from(item) for item in self._query("PROJECTS", "PROJECT#")]
 
     def set_settings(self, project_id: str, settings: ProjectSettings) -> bool:
+        return self._set_project_attribute(project_id, "settings", settings)
+
+    def set_policy(self, project_id: str, policy: ProjectPolicy) -> bool:
+        return self._set_project_attribute(project_id, "policy", policy)
+
+    def _set_project_attribute(self, project_id: str, name: str, value: BaseModel) -> bool:
+        """Settings and policy are attributes of their own, so each changes alone."""
         return self._conditional(
             "update_item",
             TableName=self._table,
             Key=_key("PROJECTS", f"PROJECT#{project_id}"),
-            UpdateExpression="SET settings = :settings",
+            UpdateExpression=f"SET {name} = :value",
             ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":settings": _json(settings)},
+            ExpressionAttributeValues={":value": _json(value)},
         )
 
     def add_member(self, project_id: str, agent_id: str) -> None:

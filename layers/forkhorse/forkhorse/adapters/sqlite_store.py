@@ -27,6 +27,7 @@ from forkhorse.domain.model import (
     Packet,
     Principal,
     Project,
+    ProjectPolicy,
     ProjectSettings,
     Promotion,
     Refusal,
@@ -228,13 +229,17 @@ class SqliteStore:
         return [with_effective_settings(Project.model_validate_json(row)) for row in rows]
 
     def set_settings(self, project_id: str, settings: ProjectSettings) -> bool:
+        return self._update_project(project_id, settings=settings)
+
+    def set_policy(self, project_id: str, policy: ProjectPolicy) -> bool:
+        return self._update_project(project_id, policy=policy)
+
+    def _update_project(self, project_id: str, **update: BaseModel) -> bool:
         with self._write() as conn:
             found = conn.execute("SELECT data FROM projects WHERE id = ?", (project_id,)).fetchone()
             if found is None:
                 return False
-            project = Project.model_validate_json(found[0]).model_copy(
-                update={"settings": settings}
-            )
+            project = Project.model_validate_json(found[0]).model_copy(update=update)
             conn.execute("UPDATE projects SET data = ? WHERE id = ?", (_dump(project), project_id))
             return True
 

@@ -24,11 +24,13 @@ from forkhorse import console
 from forkhorse.api import guards
 from forkhorse.api.models import (
     AddMember,
+    ApproveBody,
     CommitBody,
     CreateAgent,
     CreateFork,
     CreatePacket,
     CreateProject,
+    Policy,
     RequestReview,
     Settings,
 )
@@ -195,6 +197,14 @@ class ForkhorseApi:
         def set_settings(project_id: str, body: Settings) -> dict[str, Any]:
             return projects.set_settings(self.caller(), project_id, body.require_receipt)
 
+        @app.put(
+            "/projects/<project_id>/policy",
+            description="The protected-checks policy, apart from the spec's settings (owner).",
+            responses={200: _ok("Policy."), **_ERRORS},
+        )
+        def set_policy(project_id: str, body: Policy) -> dict[str, Any]:
+            return projects.set_policy(self.caller(), project_id, body.protect_checks)
+
         @app.get("/projects/<project_id>/state", responses={200: _ok("State."), **_ERRORS})
         def state(project_id: str) -> dict[str, Any]:
             return projects.state(self.caller(), project_id)
@@ -250,8 +260,10 @@ class ForkhorseApi:
             return service.reviews.receipt(self.caller(), project_id, review_id)
 
         @app.post(f"{review_path}/approve", responses={200: _ok("Consent."), **_ERRORS})
-        def approve(project_id: str, review_id: str, body: CommitBody) -> dict[str, Any]:
-            return service.approvals.approve(self.caller(), project_id, review_id, body.commit)
+        def approve(project_id: str, review_id: str, body: ApproveBody) -> dict[str, Any]:
+            return service.approvals.approve(
+                self.caller(), project_id, review_id, body.commit, body.accept_checks_change
+            )
 
         promote_responses = {200: _ok("Promoted."), 202: _ok("Still running."), **_ERRORS}
 

@@ -27,6 +27,19 @@ class Settings(_Body):
     require_receipt: bool = Field(alias="requireReceipt")
 
 
+class Policy(_Body):
+    """Exactly `{"protectChecks": bool}`: the owner's policy, apart from the spec's settings."""
+
+    protect_checks: bool = Field(
+        alias="protectChecks",
+        description=(
+            "In required mode, a reviewed commit that removes or changes a check canonical's "
+            "head declares (its declaration or its quick module) is refused with "
+            "checks-changed reasons until the owner accepts that change on approve."
+        ),
+    )
+
+
 class CreateAgent(_Body):
     name: Name
 
@@ -54,3 +67,17 @@ class RequestReview(_Body):
 
 class CommitBody(_Body):
     commit: Sha
+
+
+class ApproveBody(CommitBody):
+    """`acceptChecksChange: true` accepts the commit's removed or changed checks against
+    canonical, when the protected-checks policy applies."""
+
+    accept_checks_change: bool = Field(
+        default=False,
+        alias="acceptChecksChange",
+        description=(
+            "Accept the commit's removed or changed checks against canonical's head; the "
+            "consent and the promotion's ledger entry record them as acceptedChecksChange."
+        ),
+    )

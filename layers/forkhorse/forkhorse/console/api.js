@@ -36,5 +36,6 @@ export const paths = {
   projects: () => '/projects',
   state: (project) => `/projects/${enc(project)}/state`,
   settings: (project) => `/projects/${enc(project)}/settings`,
+  policy: (project) => `/projects/${enc(project)}/policy`,
   review: (project, review) => `/projects/${enc(project)}/reviews/${enc(review)}`,
 };

@@ -129,7 +129,7 @@ export function errorBox(error, heading) {
 
 const REASON_CODES = new Set([
   'missing', 'stale', 'altered', 'incomplete', 'failed',
-  'mocked-container-port', 'mocked-worker-loader', 'consent',
+  'mocked-container-port', 'mocked-worker-loader', 'consent', 'checks-changed',
 ]);
 
 /** Gate reasons "<code>: <sentence>" as a list, the code shown as a tag. */

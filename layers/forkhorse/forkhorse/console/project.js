@@ -1,4 +1,5 @@
-// One project: the receipt mode, reviews with live badges, packets, forks and the ledger.
+// One project: the receipt mode, the checks policy, reviews with live badges, packets, forks
+// and the ledger.
 import {
   announce, badge, copyButton, facts, fill, h, repeat, section, shortSha, table, when,
 } from './dom.js';
@@ -11,6 +12,7 @@ export function projectPage(ctx, projectId) {
   const regions = {
     head: h('div', { id: 'project-head' }, h('h1', { tabindex: '-1' }, 'Project')),
     settings: section('settings', 'Receipt mode'),
+    policy: section('policy', 'Checks policy'),
     reviews: section('reviews', 'Reviews'),
     packets: section('packets', 'Packets and claims'),
     forks: section('forks', 'Forks'),
@@ -18,6 +20,7 @@ export function projectPage(ctx, projectId) {
   };
   fill(ctx.main, Object.values(regions));
   const toggle = settingsControl(ctx, projectId, regions.settings);
+  const policy = policyControl(ctx, projectId, regions.policy);
   let first = true;
   return repeat(async () => {
     let state;
@@ -29,6 +32,7 @@ export function projectPage(ctx, projectId) {
     }
     drawProject(ctx, regions, state);
     toggle.show(state.project.settings.requireReceipt);
+    policy.show(state.project.policy.protectChecks);
     if (first) ctx.ready();
     first = false;
     const running = state.reviews.some((review) => review.receipt?.status === 'running');
@@ -65,26 +69,64 @@ const MODE_TEXT = {
 };
 
 function settingsControl(ctx, projectId, region) {
-  const input = h('input', {
-    id: 'require-receipt', type: 'checkbox', role: 'switch', 'aria-describedby': 'mode-now mode-help',
+  return switchControl(ctx, region, {
+    id: 'require-receipt',
+    prefix: 'mode',
+    label: 'Require receipts before approve and promote',
+    describe: (required) => [h('strong', null, required ? 'Mode: required. ' : 'Mode: advisory. '),
+      MODE_TEXT[required]],
+    save: async (wanted) => (await api('PATCH', paths.settings(projectId), { requireReceipt: wanted }))
+      .data.settings.requireReceipt,
+    saved: (wanted) => `Saved: receipts are now ${wanted ? 'required' : 'advisory'}.`,
+    help: 'A change applies to later approve and promote calls. Turning it on also gates an '
+      + 'already-approved review: its next promote must pass a new required run.',
   });
-  const now = h('p', { id: 'mode-now', class: 'mode' });
-  const status = h('div', { id: 'mode-status' });
+}
+
+const POLICY_TEXT = {
+  true: 'In required mode, a review whose commit removes or changes a check that canonical '
+    + 'declares (its declaration or its quick module) is refused with checks-changed until you '
+    + 'accept exactly that change when approving. Added checks need no acceptance.',
+  false: 'The checks come from the reviewed commit, as the spec says: read the checks diff on '
+    + 'each review before approving.',
+};
+
+function policyControl(ctx, projectId, region) {
+  return switchControl(ctx, region, {
+    id: 'protect-checks',
+    prefix: 'policy',
+    label: "Protect canonical's checks from removal or change",
+    describe: (protect) => [h('strong', null, protect ? 'Checks are protected. ' : 'Checks are not protected. '),
+      POLICY_TEXT[protect]],
+    save: async (wanted) => (await api('PUT', paths.policy(projectId), { protectChecks: wanted }))
+      .data.policy.protectChecks,
+    saved: (wanted) => `Saved: canonical's checks are ${wanted ? 'now protected' : 'no longer protected'}.`,
+  });
+}
+
+// A switch that saves itself: it shows the stored value, saves a change and says what happened.
+function switchControl(ctx, region, { id, prefix, label, describe, save, saved, help }) {
+  const input = h('input', {
+    id, type: 'checkbox', role: 'switch',
+    'aria-describedby': help ? `${prefix}-now ${prefix}-help` : `${prefix}-now`,
+  });
+  const now = h('p', { id: `${prefix}-now`, class: 'mode' });
+  const status = h('div', { id: `${prefix}-status` });
   let pending = false;
-  const show = (required) => {
+  const show = (value) => {
     if (pending) return;
-    input.checked = required;
-    fill(now, h('strong', null, required ? 'Mode: required. ' : 'Mode: advisory. '), MODE_TEXT[required]);
+    input.checked = value;
+    fill(now, describe(value));
   };
   input.addEventListener('change', async () => {
     pending = true;
     input.disabled = true;
     const wanted = input.checked;
     try {
-      const { data } = await api('PATCH', paths.settings(projectId), { requireReceipt: wanted });
+      const value = await save(wanted);
       pending = false;
-      show(data.settings.requireReceipt);
-      const message = `Saved: receipts are now ${wanted ? 'required' : 'advisory'}.`;
+      show(value);
+      const message = saved(wanted);
       fill(status, h('p', { class: 'ok' }, message));
       announce(message);
     } catch (error) {
@@ -96,12 +138,9 @@ function settingsControl(ctx, projectId, region) {
     input.focus();
   });
   region.append(
-    h('div', { class: 'check switch' }, input,
-      h('label', { for: 'require-receipt' }, 'Require receipts before approve and promote')),
+    h('div', { class: 'check switch' }, input, h('label', { for: id }, label)),
     now,
-    h('p', { id: 'mode-help', class: 'muted' }, 'A change applies to later approve and promote '
-      + 'calls. Turning it on also gates an already-approved review: its next promote must pass '
-      + 'a new required run.'),
+    ...(help ? [h('p', { id: `${prefix}-help`, class: 'muted' }, help)] : []),
     status);
   return { show };
 }
@@ -154,9 +193,13 @@ function ledgerTable(projectId, ledger) {
     h('code', { title: entry.commit }, shortSha(entry.commit)),
     h('code', { title: entry.from ?? 'empty' }, shortSha(entry.from)),
     entry.digest ? h('code', { title: entry.digest }, shortSha(entry.digest)) : 'none (advisory)',
+    entry.acceptedChecksChange.length
+      ? entry.acceptedChecksChange.map((change) => `${change.check} ${change.change}`).join(', ')
+      : '—',
     h('a', { href: `#/p/${encodeURIComponent(projectId)}/r/${encodeURIComponent(entry.reviewId)}` },
       `Review ${shortSha(entry.reviewId)}`),
   ]);
-  return table('Promotions of canonical', ['Promoted', 'Commit', 'From', 'Digest', 'Review'], rows,
+  return table('Promotions of canonical',
+    ['Promoted', 'Commit', 'From', 'Digest', 'Accepted checks change', 'Review'], rows,
     'Nothing promoted yet.');
 }

@@ -1,5 +1,6 @@
-// One review: its commit, receipt, checks and logs, the gate's decision, the run's graph
-// beside its latest promote execution, and the Flow-Next receipts attached to it.
+// One review: its commit, receipt, checks and logs, the gate's decision, how its checks
+// differ from canonical's, the run's graph beside its latest promote execution, and the
+// Flow-Next receipts attached to it.
 import {
   announce, badge, copyButton, duration, errorBox, facts, fill, h, reasonList, repeat, section,
   shortSha, table, when,
@@ -35,6 +36,7 @@ class ReviewPage {
       head: h('div', { id: 'review-head' }, h('h1', { tabindex: '-1' }, 'Review')),
       receipt: section('receipt', 'Receipt'),
       decision: section('decision', 'Approve and promote'),
+      checksDiff: section('checks-diff', 'Checks against canonical'),
       checks: section('checks', 'Checks'),
       logs: section('logs', 'Check logs'),
       graph: section('graph', 'Execution graph'),
@@ -90,6 +92,8 @@ class ReviewPage {
     if (this.first) fill(regions.head, ...this.head());
     fill(regions.receipt, h('h2', { id: 'receipt-title' }, 'Receipt'), this.receiptSummary());
     fill(regions.decision, h('h2', { id: 'decision-title' }, 'Approve and promote'), this.decision());
+    fill(regions.checksDiff, h('h2', { id: 'checks-diff-title' }, 'Checks against canonical'),
+      this.checksDiff());
     fill(regions.checks, h('h2', { id: 'checks-title' }, 'Checks'), this.checksTable());
     fill(regions.logs, h('h2', { id: 'logs-title' }, 'Check logs'), this.logs());
     fill(regions.graph, h('h2', { id: 'graph-title' }, 'Execution graph'),
@@ -157,22 +161,33 @@ class ReviewPage {
       'aria-describedby': `${key}-gate`, disabled: this.promoting,
     }, label);
     button.addEventListener('click', () => this.run(key));
+    // Only a checks change is in the way: the owner may accept exactly that change.
+    const acceptable = key === 'approve' && !verdict.allowed && verdict.reasons.length
+      && verdict.reasons.every((reason) => reason.startsWith('checks-changed: '));
+    const accept = acceptable ? h('button', {
+      type: 'button', id: 'accept-approve-button', 'aria-describedby': 'approve-gate checks-diff-title',
+      disabled: this.promoting,
+    }, 'Accept the checks change and approve') : null;
+    accept?.addEventListener('click', () => this.run(key, true));
     const explanation = verdict.allowed
       ? h('p', { class: 'ok' }, allowedText)
       : [h('p', null, `${verb} would be refused now, because:`), reasonList(verdict.reasons)];
     return h('div', { class: 'action', id: `${key}-panel` },
       done ? h('p', { class: 'done', id: `${key}-done` }, badge('passed'), ' ', done) : null,
-      button,
+      button, accept ? ' ' : null, accept,
       h('div', { id: `${key}-gate`, class: 'gate' }, explanation),
       h('div', { id: `${key}-result`, 'aria-live': 'polite' }, this.messages[key]));
   }
 
-  async run(key) {
+  async run(key, acceptChecksChange = false) {
     const commit = this.gate.commit;
     try {
       if (key === 'approve') {
-        const { data } = await api('POST', `${this.base}/approve`, { commit });
-        this.say(key, h('p', { class: 'ok' }, `Approved commit ${shortSha(data.approval.commit)} (${data.approval.mode} mode).`));
+        const body = acceptChecksChange ? { commit, acceptChecksChange } : { commit };
+        const { data } = await api('POST', `${this.base}/approve`, body);
+        const accepted = data.approval.acceptedChecksChange.map((change) => change.check);
+        this.say(key, h('p', { class: 'ok' }, `Approved commit ${shortSha(data.approval.commit)} (${data.approval.mode} mode)`
+          + `${accepted.length ? `, accepting the change of ${accepted.join(', ')}` : ''}.`));
       } else {
         await this.promote(commit);
       }
@@ -203,6 +218,27 @@ class ReviewPage {
   say(key, node) {
     this.messages[key] = node;
     announce(node.textContent);
+  }
+
+  // --- the checks diff against canonical ----------------------------------------------
+  checksDiff() {
+    const { checks } = this.gate;
+    const intro = h('p', { id: 'checks-policy' }, checks.enforced
+      ? 'Canonical\'s checks are protected: each removed or changed check needs your explicit acceptance.'
+      : 'Canonical\'s checks are not protected here: the checks below are the commit\'s own, so read any change before approving.');
+    if (checks.canonicalHead === null) {
+      return [intro, h('p', { class: 'muted empty' }, 'Canonical has no head yet, so there is nothing to compare.')];
+    }
+    const rows = checks.diff.map((entry) => [
+      h('span', { class: 'check-name' }, entry.check),
+      h('span', { class: `change change-${entry.change}` }, entry.change),
+      entry.protected ? 'Needs acceptance' : 'Shown only',
+      declared(entry.before),
+      declared(entry.after),
+    ]);
+    return [intro, table(`Checks that differ from canonical ${shortSha(checks.canonicalHead)}`,
+      ['Check', 'Change', 'Protected', `Canonical ${shortSha(checks.canonicalHead)}`, 'This commit'], rows,
+      `The commit's checks are the same as canonical's (${shortSha(checks.canonicalHead)}).`)];
   }
 
   // --- checks and logs -----------------------------------------------------------------
@@ -242,4 +278,13 @@ class ReviewPage {
       return details;
     });
   }
+}
+
+/** One check as a commit declares it: its declaration and, for a quick check, its module's digest. */
+function declared(check) {
+  if (!check) return h('span', { class: 'muted' }, 'not declared');
+  return [
+    h('pre', { class: 'declaration' }, JSON.stringify(check.definition, null, 1)),
+    check.moduleDigest ? h('code', { class: 'wrap', title: check.moduleDigest }, `module ${shortSha(check.moduleDigest.replace('module:sha256:', ''))}`) : null,
+  ];
 }

@@ -33,6 +33,7 @@ ReasonCode = Literal[
     "mocked-container-port",
     "mocked-worker-loader",
     "consent",
+    "checks-changed",
 ]
 REASON_CODES: Final[tuple[ReasonCode, ...]] = get_args(ReasonCode)
 PINNED_PREFIX = "@sha256:"
@@ -66,7 +67,7 @@ class GateEvidence:
     expected_trigger: Trigger | None = None
 
 
-def _reason(code: ReasonCode, sentence: str) -> str:
+def gate_reason(code: ReasonCode, sentence: str) -> str:
     return f"{code}: {sentence}"
 
 
@@ -77,10 +78,10 @@ def reason_code(reason: str) -> str:
 def consent_reasons(approval: Approval | None, commit: str) -> list[str]:
     """Promote needs owner consent for exactly this commit."""
     if approval is None:
-        return [_reason("consent", "The owner has not approved this review.")]
+        return [gate_reason("consent", "The owner has not approved this review.")]
     if approval.commit != commit:
         return [
-            _reason(
+            gate_reason(
                 "consent",
                 f"The approval is for commit {approval.commit}, not {commit}.",
             )
@@ -95,9 +96,9 @@ def validate_required(evidence: GateEvidence) -> list[str]:
         return reasons
     record = evidence.record
     if evidence.record_altered:
-        return [_reason("altered", "The attached record does not match its digest.")]
+        return [gate_reason("altered", "The attached record does not match its digest.")]
     if record is None:
-        return [_reason("missing", "The attached record is not in the store.")]
+        return [gate_reason("missing", "The attached record is not in the store.")]
     reasons = _record_binding_reasons(evidence, record)
     reasons += _outcome_reasons(record)
     reasons += _definition_reasons(evidence, record)
@@ -109,27 +110,31 @@ def _execution_reasons(evidence: GateEvidence) -> list[str]:
     commit = evidence.commit
     if evidence.review_commit != commit:
         return [
-            _reason("stale", f"The review is at commit {evidence.review_commit}, not {commit}.")
+            gate_reason("stale", f"The review is at commit {evidence.review_commit}, not {commit}.")
         ]
     if execution is None:
-        return [_reason("missing", "No receipt was run for this commit.")]
+        return [gate_reason("missing", "No receipt was run for this commit.")]
     if execution.commit != commit:
-        return [_reason("stale", f"The receipt is for commit {execution.commit}, not {commit}.")]
+        return [
+            gate_reason("stale", f"The receipt is for commit {execution.commit}, not {commit}.")
+        ]
     expected = evidence.expected_generation
     if expected is not None and execution.generation != expected:
-        return [_reason("stale", "A newer run replaced the receipt this request started.")]
+        return [gate_reason("stale", "A newer run replaced the receipt this request started.")]
     trigger = evidence.expected_trigger
     if trigger is not None and execution.trigger != trigger:
         return [
-            _reason("stale", f"The receipt was triggered by {execution.trigger}, not {trigger}.")
+            gate_reason(
+                "stale", f"The receipt was triggered by {execution.trigger}, not {trigger}."
+            )
         ]
     status = execution.summary.status
     if status == "running":
-        return [_reason("incomplete", "The checks are still running.")]
+        return [gate_reason("incomplete", "The checks are still running.")]
     if status != "passed":
-        return [_reason("failed", f"The checks ended {status}.")]
+        return [gate_reason("failed", f"The checks ended {status}.")]
     if execution.digest is None:
-        return [_reason("missing", "No record is attached to the receipt.")]
+        return [gate_reason("missing", "No record is attached to the receipt.")]
     return []
 
 
@@ -138,25 +143,25 @@ def _record_binding_reasons(evidence: GateEvidence, record: ReceiptRecord) -> li
     assert execution is not None  # checked by _execution_reasons
     reasons: list[str] = []
     if record.commit != evidence.commit:
-        reasons.append(_reason("stale", f"The record is for commit {record.commit}."))
+        reasons.append(gate_reason("stale", f"The record is for commit {record.commit}."))
     if record.generation != execution.generation:
-        reasons.append(_reason("stale", "The record belongs to another run of this review."))
+        reasons.append(gate_reason("stale", "The record belongs to another run of this review."))
     if (record.project, record.review_id) != (evidence.project_id, evidence.review_id):
-        reasons.append(_reason("altered", "The record belongs to another review."))
+        reasons.append(gate_reason("altered", "The record belongs to another review."))
     if record.trigger != execution.trigger:
-        reasons.append(_reason("altered", "The record's trigger differs from the run's."))
+        reasons.append(gate_reason("altered", "The record's trigger differs from the run's."))
     if record.summary(execution.digest) != execution.summary:
-        reasons.append(_reason("altered", "The shown summary differs from the record."))
+        reasons.append(gate_reason("altered", "The shown summary differs from the record."))
     return reasons
 
 
 def _outcome_reasons(record: ReceiptRecord) -> list[str]:
     reasons: list[str] = []
     if record.status != "passed":
-        reasons.append(_reason("failed", f"The record's status is {record.status}."))
+        reasons.append(gate_reason("failed", f"The record's status is {record.status}."))
     for check in record.checks:
         if check.outcome != "passed":
-            reasons.append(_reason("failed", f"Check {check.name} ended {check.outcome}."))
+            reasons.append(gate_reason("failed", f"Check {check.name} ended {check.outcome}."))
     if record.evidence in MOCKED_EVIDENCE:
         reasons.append(_mocked(record.evidence))
     for check in record.checks:
@@ -170,21 +175,21 @@ def _mocked(label: str, check: str | None = None) -> str:
         "mocked-container-port" if label == "mocked-container-port" else "mocked-worker-loader"
     )
     where = f"Check {check} ran" if check else "The evidence was produced"
-    return _reason(code, f"{where} on a mock ({label}); only real evidence passes.")
+    return gate_reason(code, f"{where} on a mock ({label}); only real evidence passes.")
 
 
 def _definition_reasons(evidence: GateEvidence, record: ReceiptRecord) -> list[str]:
     definitions = evidence.definitions
     if definitions.error is not None:
-        return [_reason("incomplete", f"The commit's checks are invalid: {definitions.error}")]
+        return [gate_reason("incomplete", f"The commit's checks are invalid: {definitions.error}")]
     if definitions.absent or not definitions.checks:
-        return [_reason("incomplete", "The commit declares no checks.")]
+        return [gate_reason("incomplete", "The commit declares no checks.")]
     ordered = in_run_order(definitions.checks)
     declared = [definition.name for definition in ordered]
     recorded = [check.name for check in record.checks]
     if declared != recorded:
         return [
-            _reason(
+            gate_reason(
                 "incomplete",
                 f"The record covers checks {recorded}, but the commit declares {declared}.",
             )
@@ -199,27 +204,29 @@ def _check_reasons(evidence: GateEvidence, definition: CheckDef, check: CheckRec
     name = definition.name
     reasons: list[str] = []
     if check.definition != definition.definition():
-        reasons.append(_reason("altered", f"Check {name}'s recorded definition differs."))
+        reasons.append(gate_reason("altered", f"Check {name}'s recorded definition differs."))
     # An absent runtime is accepted only on legacy full/container records.
     legacy = definition.tier == "full" and check.runtime is None
     if check.tier != definition.tier or not (
         legacy or check.runtime == RUNTIME_OF_TIER[definition.tier]
     ):
-        reasons.append(_reason("altered", f"Check {name} ran in the wrong runtime."))
+        reasons.append(gate_reason("altered", f"Check {name} ran in the wrong runtime."))
     if isinstance(definition, QuickCheckDef):
         reasons += _module_reasons(evidence, definition, check.image_digest)
     elif PINNED_PREFIX not in check.image_digest:
-        reasons.append(_reason("incomplete", f"Check {name} names no pinned image."))
+        reasons.append(gate_reason("incomplete", f"Check {name} names no pinned image."))
     return reasons
 
 
 def _module_reasons(evidence: GateEvidence, definition: QuickCheckDef, recorded: str) -> list[str]:
     source = evidence.module_sources.get(definition.module)
     if source is None:
-        return [_reason("incomplete", f"Check {definition.name}'s module could not be read again.")]
+        return [
+            gate_reason("incomplete", f"Check {definition.name}'s module could not be read again.")
+        ]
     if quick_module_digest(source) != recorded:
         return [
-            _reason(
+            gate_reason(
                 "altered",
                 f"Check {definition.name}'s module source digest does not match the commit.",
             )

@@ -25,6 +25,32 @@ class ProjectSettings(BaseModel):
     require_receipt: bool
 
 
+class ProjectPolicy(BaseModel):
+    """The owner's policy, beside the spec's settings; on the wire `{"protectChecks": bool}`.
+    Off by default, so the spec's behaviour is the default."""
+
+    model_config = WIRE_CONFIG
+
+    protect_checks: bool = False
+
+
+DEFAULT_POLICY = ProjectPolicy()
+
+ChecksChangeKind = Literal["removed", "changed", "added"]
+
+
+class CheckChange(BaseModel):
+    """One check that differs between canonical's head and a reviewed commit: `before` and
+    `after` are the check's fingerprints there (None where it is not declared)."""
+
+    model_config = WIRE_CONFIG
+
+    check: str
+    change: ChecksChangeKind
+    before: str | None
+    after: str | None
+
+
 # A project stored before settings existed reads as advisory until its owner opts in.
 LEGACY_SETTINGS = ProjectSettings(require_receipt=False)
 DEFAULT_SETTINGS = ProjectSettings(require_receipt=True)
@@ -51,10 +77,16 @@ class Project(_State):
     owner_id: str
     created_at: AwareDatetime
     settings: ProjectSettings | None = None
+    policy: ProjectPolicy = DEFAULT_POLICY
 
     @property
     def effective_settings(self) -> ProjectSettings:
         return self.settings or LEGACY_SETTINGS
+
+    @property
+    def protects_checks(self) -> bool:
+        """The protected-checks policy applies: it is on, and receipts are required."""
+        return self.effective_settings.require_receipt and self.policy.protect_checks
 
 
 class Fork(_State):
@@ -110,6 +142,8 @@ class Approval(_State):
     generation: str | None
     digest: str | None
     require_receipt: bool
+    # The protected checks change (removed or changed checks) the owner explicitly accepted.
+    accepted_checks_change: tuple[CheckChange, ...] = ()
 
 
 class Review(_State):
@@ -171,6 +205,8 @@ class Promotion(_State):
     deadline: AwareDatetime | None = None
     # Why a failed promotion was refused (None on older records).
     refusal: Refusal | None = None
+    # The accepted checks change this promote relied on, for its ledger entry.
+    accepted_checks_change: tuple[CheckChange, ...] = ()
 
     def job_is_live(self, now: datetime) -> bool:
         """Its job may still be running: in flight, and not past its deadline."""
@@ -187,6 +223,7 @@ class LedgerEntry(_State):
     previous_head: str | None
     digest: str | None
     promoted_at: AwareDatetime
+    accepted_checks_change: tuple[CheckChange, ...] = ()
 
 
 class Lease(_State):

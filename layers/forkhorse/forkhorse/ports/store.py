@@ -21,6 +21,7 @@ from forkhorse.domain.model import (
     Packet,
     Principal,
     Project,
+    ProjectPolicy,
     ProjectSettings,
     Promotion,
     Refusal,
@@ -76,6 +77,10 @@ class Store(Protocol):
     def list_projects(self) -> list[Project]: ...
 
     def set_settings(self, project_id: str, settings: ProjectSettings) -> bool: ...
+
+    def set_policy(self, project_id: str, policy: ProjectPolicy) -> bool:
+        """Replace the project's policy (settings untouched); False if the project is unknown."""
+        ...
 
     def add_member(self, project_id: str, agent_id: str) -> None: ...
 

@@ -183,12 +183,13 @@ def _begin(
     if queued.state == "pending":
         return  # resumed after a crash: begun already under this holder's lease
     review = _review(deps, queued)
-    rules.preconditions(deps, review, queued.commit)
+    accepted = rules.preconditions(deps, review, queued.commit)
     project = deps.store.get_project(queued.project_id)
     assert project is not None
     pending = queued.model_copy(
         update={
             "state": "pending",
+            "accepted_checks_change": accepted,
             "mode": rules.mode_of(project),
             "previous_head": deps.require_fast_forward(queued.project_id, queued.commit),
             # advisory: the digest known now, whatever runs or lands later

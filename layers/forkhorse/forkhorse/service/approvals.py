@@ -5,8 +5,15 @@ from __future__ import annotations
 from forkhorse import records
 from forkhorse.domain.canonical import RecordCorruptedError
 from forkhorse.domain.checks import CHECKS_PATH, InvalidChecksConfig, QuickCheckDef, parse_checks
+from forkhorse.domain.checks_change import (
+    ChecksDiff,
+    DeclaredCheck,
+    declared_checks,
+    diff_checks,
+    unaccepted_reasons,
+)
 from forkhorse.domain.gate import Definitions, GateEvidence, validate_required
-from forkhorse.domain.model import Approval, Review
+from forkhorse.domain.model import Approval, CheckChange, Project, Review
 from forkhorse.domain.receipts import ReceiptRecord, Trigger
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotError
 from forkhorse.ports.git import GitStore
@@ -36,7 +43,7 @@ def gather_evidence(
             record = records.get_record(context.store, execution.digest)
         except RecordCorruptedError:
             altered = True
-    definitions, sources = _definitions(context.repos(review.project_id), commit)
+    definitions, sources = read_definitions(context.repos(review.project_id), commit)
     return GateEvidence(
         review_id=review.id,
         project_id=review.project_id,
@@ -52,7 +59,8 @@ def gather_evidence(
     )
 
 
-def _definitions(repos: GitStore, commit: str) -> tuple[Definitions, dict[str, str | None]]:
+def read_definitions(repos: GitStore, commit: str) -> tuple[Definitions, dict[str, str | None]]:
+    """A commit's checks and its quick modules' sources, read under the snapshot budgets."""
     try:
         reader = repos.open_snapshot(commit).reader(SnapshotBudget())
         text = reader.read(CHECKS_PATH)
@@ -76,6 +84,23 @@ def _read_or_none(repos: GitStore, commit: str, path: str) -> str | None:
         return None
 
 
+def checks_diff(
+    context: Context, project_id: str, commit: str, reviewed: GateEvidence | None = None
+) -> ChecksDiff:
+    """Canonical's head's checks against `commit`'s (read again unless `reviewed` already
+    holds them). With no canonical head yet, nothing is protected: every check is added."""
+    repos = context.repos(project_id)
+    head = repos.head()
+    base = {} if head is None else _declared(repos, head)
+    if reviewed is None:
+        return diff_checks(base, _declared(repos, commit))
+    return diff_checks(base, declared_checks(reviewed.definitions, reviewed.module_sources))
+
+
+def _declared(repos: GitStore, commit: str) -> dict[str, DeclaredCheck]:
+    return declared_checks(*read_definitions(repos, commit))
+
+
 RECEIPT_CHANGED = "The review's receipt changed while approving; try again."
 COMMIT_CHANGED = "The review moved to another commit while approving; try again."
 
@@ -84,11 +109,18 @@ class Approvals:
     def __init__(self, context: Context) -> None:
         self._c = context
 
-    def approve(self, caller: Caller, project_id: str, review_id: str, commit: str) -> Json:
+    def approve(
+        self,
+        caller: Caller,
+        project_id: str,
+        review_id: str,
+        commit: str,
+        accept_checks_change: bool = False,
+    ) -> Json:
         project = self._c.owned_project(caller, project_id, "approve reviews")
         review = self._c.project_review(project, review_id)
         required = project.effective_settings.require_receipt
-        self.check(review, commit, required)
+        accepted = self.check(project, review, commit, accept_checks_change)
         execution = review.execution
         generation = None if execution is None else execution.generation
         digest = None if execution is None else execution.digest
@@ -99,6 +131,7 @@ class Approvals:
             generation=generation,
             digest=digest,
             require_receipt=required,
+            accepted_checks_change=accepted,
         )
         # Required: consent binds to the receipt the gate just judged. Advisory: approve
         # ignores receipt status, digest changes and in-flight runs (the spec), so only
@@ -109,16 +142,37 @@ class Approvals:
             raise Conflict(RECEIPT_CHANGED if required else COMMIT_CHANGED)
         return {"approval": approval_json(approval)}
 
-    def check(self, review: Review, commit: str, required: bool) -> None:
+    def check(
+        self, project: Project, review: Review, commit: str, accept_checks_change: bool = False
+    ) -> tuple[CheckChange, ...]:
         """Every refusal of approve, in order, as a `Conflict`; the gate's carries reasons.
-        The console's gate view calls this too, so it shows exactly what approve decides."""
+        The console's gate view calls this too, so it shows exactly what approve decides.
+        Returns the checks change the approval accepts (none unless the policy applies)."""
         if review.commit != commit:
             raise Conflict(f"The review is at commit {review.commit}, not {commit}.")
-        if review.approval is not None and review.approval.commit == commit:
-            raise Conflict("This commit is already approved.")
+        required = project.effective_settings.require_receipt
+        evidence = gather_evidence(self._c, review, commit) if required else None
+        diff = None
+        if evidence is not None and project.protects_checks:
+            diff = checks_diff(self._c, project.id, commit, reviewed=evidence)
+        self._require_not_approved(review, commit, diff)
         self._c.require_live_claim(review)
         self._c.require_fork_head(review, commit)
-        if required:
-            reasons = validate_required(gather_evidence(self._c, review, commit))
-            if reasons:
-                raise Conflict(GATE_REFUSED, reasons=reasons)
+        if evidence is None:
+            return ()
+        reasons = validate_required(evidence)
+        if diff is not None and not accept_checks_change:
+            reasons += diff.reasons()
+        if reasons:
+            raise Conflict(GATE_REFUSED, reasons=reasons)
+        return () if diff is None else diff.protected
+
+    @staticmethod
+    def _require_not_approved(review: Review, commit: str, diff: ChecksDiff | None) -> None:
+        """A second approval of a commit is refused, unless the consent it holds does not
+        cover the current checks change (the policy, or canonical's checks, moved since)."""
+        approval = review.approval
+        if approval is None or approval.commit != commit:
+            return
+        if diff is None or not unaccepted_reasons(diff, approval.accepted_checks_change):
+            raise Conflict("This commit is already approved.")

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from forkhorse.domain.model import Review
 from forkhorse.domain.run import RunRef
-from forkhorse.service.approvals import Approvals
+from forkhorse.service.approvals import Approvals, checks_diff
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
 from forkhorse.service.identity import Caller
@@ -47,7 +47,7 @@ def _linked(arn: str | None) -> Json:
     }
 
 
-def _verdict(check: Callable[[], None]) -> Json:
+def _verdict(check: Callable[[], object]) -> Json:
     """Allowed, or each reason the call would be refused with."""
     try:
         check()
@@ -68,11 +68,19 @@ class Inspection:
         review = self._c.project_review(project, review_id)
         required = project.effective_settings.require_receipt
         commit = review.commit
+        diff = checks_diff(self._c, project.id, commit)
         return {
             "mode": "required" if required else "advisory",
             "commit": commit,
-            "approve": _verdict(lambda: self._approvals.check(review, commit, required)),
+            "approve": _verdict(lambda: self._approvals.check(project, review, commit)),
             "promote": _verdict(lambda: self._promotions.preconditions(review, commit)),
+            "checks": {
+                "policy": project.policy.model_dump(mode="json"),
+                # Whether removed or changed checks need the owner's acceptance now.
+                "enforced": project.protects_checks,
+                "canonicalHead": self._c.repos(project.id).head(),
+                "diff": diff.to_json(),
+            },
         }
 
     def history(self, caller: Caller, project_id: str, review_id: str) -> Json:

@@ -10,6 +10,7 @@ from forkhorse.domain.model import (
     Packet,
     Principal,
     Project,
+    ProjectPolicy,
     ProjectSettings,
     Review,
 )
@@ -101,6 +102,13 @@ class Projects:
         if not self._c.store.set_settings(project.id, settings):
             raise NotFound("Project not found.")
         return {"settings": settings.model_dump(mode="json")}
+
+    def set_policy(self, caller: Caller, project_id: str, protect_checks: bool) -> Json:
+        project = self._c.owned_project(caller, project_id, "change the policy")
+        policy = ProjectPolicy(protect_checks=protect_checks)
+        if not self._c.store.set_policy(project.id, policy):
+            raise NotFound("Project not found.")
+        return {"policy": policy.model_dump(mode="json")}
 
     def state(self, caller: Caller, project_id: str) -> Json:
         """The project as the caller may see it: an agent sees canonical, its own forks and

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 
+from forkhorse.domain.checks_change import unaccepted_reasons
 from forkhorse.domain.gate import consent_reasons
 from forkhorse.domain.model import (
+    CheckChange,
     LedgerEntry,
     Project,
     Promotion,
@@ -19,12 +21,16 @@ from forkhorse.domain.model import (
     Review,
     SettledState,
 )
+from forkhorse.service.approvals import checks_diff
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, ServiceError
 
 log = logging.getLogger(__name__)
 
 CONSENT_MISSING = "Promote needs the owner's approval of this exact commit."
+CHECKS_CHANGE_NOT_ACCEPTED = (
+    "Promote needs the owner's acceptance of this commit's checks change against canonical."
+)
 UNCERTAIN = (
     "The promotion's outcome is uncertain; promotes of this project are fenced until "
     "the next promote reconciles it."
@@ -50,16 +56,28 @@ def mode_of(project: Project) -> PromotionMode:
     return "required" if project.effective_settings.require_receipt else "advisory"
 
 
-def preconditions(context: Context, review: Review, commit: str) -> None:
-    """What promote checks before any run, in both modes (the console shows them too)."""
-    reasons = consent_reasons(review.approval, commit)
-    if reasons:
+def preconditions(context: Context, review: Review, commit: str) -> tuple[CheckChange, ...]:
+    """What promote checks before any run, in both modes (the console shows them too).
+    Returns the accepted checks change this promote relies on (none unless the policy
+    applies and canonical's checks differ)."""
+    approval = review.approval
+    reasons = consent_reasons(approval, commit)
+    if reasons or approval is None:
         raise Conflict(CONSENT_MISSING, reasons=reasons)
     if review.commit != commit:
         raise Conflict(f"The review is at commit {review.commit}, not {commit}.")
     context.require_live_claim(review)
     context.require_fork_head(review, commit)
     context.require_fast_forward(review.project_id, commit)
+    project = context.store.get_project(review.project_id)
+    if project is None or not project.protects_checks:
+        return ()
+    # Against canonical's head now: under the workflow lease it cannot move before the write.
+    diff = checks_diff(context, review.project_id, commit)
+    reasons = unaccepted_reasons(diff, approval.accepted_checks_change)
+    if reasons:
+        raise Conflict(CHECKS_CHANGE_NOT_ACCEPTED, reasons=reasons)
+    return diff.protected
 
 
 def ledger_entry(context: Context, promotion: Promotion) -> LedgerEntry:
@@ -71,6 +89,7 @@ def ledger_entry(context: Context, promotion: Promotion) -> LedgerEntry:
         previous_head=promotion.previous_head,
         digest=promotion.digest,
         promoted_at=context.clock.now(),
+        accepted_checks_change=promotion.accepted_checks_change,
     )
 
 

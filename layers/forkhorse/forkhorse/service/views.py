@@ -7,6 +7,7 @@ from typing import Any
 
 from forkhorse.domain.model import (
     Approval,
+    CheckChange,
     Claim,
     Fork,
     LedgerEntry,
@@ -34,6 +35,7 @@ def project_json(project: Project, canonical_head: str | None, base_url: str) ->
         "id": project.id,
         "name": project.name,
         "settings": project.effective_settings.model_dump(mode="json"),
+        "policy": project.policy.model_dump(mode="json"),
         "canonicalHead": canonical_head,
         "cloneUrl": canonical_url(base_url, project.id),
     }
@@ -72,7 +74,12 @@ def approval_json(approval: Approval) -> Json:
         "digest": approval.digest,
         "mode": "required" if approval.require_receipt else "advisory",
         "approvedAt": format_timestamp(approval.approved_at),
+        "acceptedChecksChange": checks_change_json(approval.accepted_checks_change),
     }
+
+
+def checks_change_json(changes: Iterable[CheckChange]) -> list[Json]:
+    return [change.model_dump(mode="json") for change in changes]
 
 
 def promotion_json(promotion: Promotion, entry: LedgerEntry) -> Json:
@@ -119,6 +126,7 @@ def ledger_json(entry: LedgerEntry) -> Json:
         "from": entry.previous_head,
         "digest": entry.digest,
         "promotedAt": format_timestamp(entry.promoted_at),
+        "acceptedChecksChange": checks_change_json(entry.accepted_checks_change),
     }
 
 
