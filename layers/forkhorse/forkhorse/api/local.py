@@ -21,6 +21,7 @@ from forkhorse.service.identity import Caller
 from forkhorse.wiring.local import HISTORY_DIR, LocalRuntime
 
 OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
+RECOVERY_WAIT_ON_CLOSE_SECONDS = 10.0
 
 
 @dataclass
@@ -33,6 +34,8 @@ class LocalApp:
 
     def close(self) -> None:
         self.service.shutdown()
+        # recovery reads the store: let it finish (it is short) before the store closes
+        self.promotes.recovered(RECOVERY_WAIT_ON_CLOSE_SECONDS)
         self.runtime.close()
 
 
