@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from flow_factories import HEAD, container, item, receipt, root
-from forkhorse.flow.envelope import validate_receipt
+from forkhorse.flow.envelope import check_findings_binding, validate_receipt
 from forkhorse.flow.findings import (
     MAX_ENCODED_BYTES,
     canonical_order,
@@ -390,3 +390,14 @@ def test_source_receipt_id_hashes_non_ascii_text_as_utf8() -> None:
         review_text="café ✓",
     )
     assert derived == expected
+
+
+@pytest.mark.parametrize("missing", ["type", "mode"])
+def test_a_projection_is_bound_only_to_a_receipt_that_names_type_and_mode(missing: str) -> None:
+    body = receipt(root("r", 1))
+    del body[missing]
+    with pytest.raises(RuleViolation) as raised:
+        check_findings_binding(body)
+    assert (
+        raised.value.rule == {"type": "binding.type-kind", "mode": "binding.mode-backend"}[missing]
+    )

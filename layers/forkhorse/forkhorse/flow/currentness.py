@@ -81,7 +81,7 @@ def _validated_containers(receipts: Iterable[object]) -> list[Container]:
         if not isinstance(receipt, Mapping):
             raise RuleViolation("receipt.type", pointer(index), "must be a JSON object")
         try:
-            container = check_findings_binding(receipt)
+            container = check_findings_binding(receipt, bare=True)
         except RuleViolation as violation:
             raise RuleViolation(
                 violation.rule, pointer(index) + violation.pointer, violation.message
