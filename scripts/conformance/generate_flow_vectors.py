@@ -691,36 +691,38 @@ SET_MUTATIONS = (
 )
 
 
-def mutate_chain(lineage: Lineage, chain: list[dict[str, Any]], name: str) -> None:
-    """Change generation g (>= 2) and rebuild every later generation on top of it."""
+def mutate_chain(lineage: Lineage, chain: list[dict[str, Any]], name: str, g: int) -> bool:
+    """Change generation g (>= 1) and rebuild every later generation on top of it; False when
+    `name` has nothing to work on there."""
     rng = lineage.rng
-    g = rng.randrange(1, len(chain))
     generation, older = chain[g], {i["id"] for gen in chain[:g] for i in gen["items"]}
     carried = [i for i in generation["items"] if i["id"] in older]
+    has_next = g + 1 < len(chain)
     if name == "prior-edge" and older:
         lineage.new_item(generation, priorFindingId=rng.choice(sorted(older)))
-    elif name in ("drop", "drop-and-name", "re-add") and carried:
+    elif name in ("drop", "drop-and-name") and carried:
         dropped = rng.choice(carried)
         generation["items"].remove(dropped)
         if name == "drop-and-name":
             lineage.new_item(generation, priorFindingId=dropped["id"])
-        if name == "re-add" and g + 1 < len(chain):
-            rebuild(lineage, chain, g)
-            back = {**dropped, "lastSeenReceiptId": chain[g + 1]["sourceReceiptId"]}
-            chain[g + 1]["items"].append(back)
-            rebuild(lineage, chain, g + 1)
-            return
+    elif name == "re-add" and carried and has_next:
+        dropped = rng.choice(carried)
+        generation["items"].remove(dropped)
+        rebuild(lineage, chain, g)
+        chain[g + 1]["items"].append(
+            {**dropped, "lastSeenReceiptId": chain[g + 1]["sourceReceiptId"]}
+        )
+        g += 1
     elif name == "owner-twice" and older:
         prior = rng.choice(sorted(older))
         lineage.new_item(generation, priorFindingId=prior)
         lineage.new_item(generation, priorFindingId=prior)
-    elif name == "owner-later" and older and g + 1 < len(chain):
+    elif name == "owner-later" and older and has_next:
         prior = rng.choice(sorted(older))
         lineage.new_item(generation, priorFindingId=prior)
         rebuild(lineage, chain, g)
         lineage.new_item(chain[g + 1], priorFindingId=prior)
-        rebuild(lineage, chain, g + 1)
-        return
+        g += 1
     elif name == "prior-unknown":
         lineage.new_item(generation, priorFindingId="finding-" + "0" * 32)
     elif name == "prior-sibling":
@@ -740,8 +742,9 @@ def mutate_chain(lineage: Lineage, chain: list[dict[str, Any]], name: str) -> No
         index = generation["items"].index(victim)
         generation["items"][index] = lineage.item(generation["sourceReceiptId"], victim["ordinal"])
     else:
-        return
+        return False
     rebuild(lineage, chain, g)
+    return True
 
 
 def rebuild(lineage: Lineage, chain: list[dict[str, Any]], g: int) -> None:
@@ -792,9 +795,8 @@ def lineages(draw: st.DrawFn, reference: ModuleType) -> Case:
         chain.append(lineage.successor(chain[-1], rng.randint(0, 2)))
     for _ in range(rng.randint(0, 2)):
         name = rng.choice(CHAIN_MUTATIONS)
-        if len(chain) > 1:
+        if len(chain) > 1 and mutate_chain(lineage, chain, name, rng.randrange(1, len(chain))):
             lineage.shapes.append(name)
-            mutate_chain(lineage, chain, name)
     extra: list[Any] = []
     for _ in range(rng.randint(0, 2)):
         name = rng.choice(SET_MUTATIONS)
@@ -809,6 +811,26 @@ def lineages(draw: st.DrawFn, reference: ModuleType) -> Case:
     return {"shapes": lineage.shapes, "head": head, "containers": candidates}
 
 
+def lineage_grid(reference: ModuleType) -> Iterator[Case]:
+    """Each mutation alone, on a three-generation chain whose tip is at the head: once at
+    the middle generation and once at the tip (chain mutations), or once (set mutations)."""
+    for number, (name, g) in enumerate(
+        [(name, g) for name in dict.fromkeys(CHAIN_MUTATIONS) for g in (1, 2)]
+        + [(name, -1) for name in SET_MUTATIONS]
+    ):
+        rng = random.Random(number)  # noqa: S311  # reproducible shapes, not secrets
+        lineage = Lineage(reference, rng, "grid-\u00e9")
+        chain = [lineage.root(2)]
+        chain += [lineage.successor(chain[-1], 1)]
+        chain += [lineage.successor(chain[-1], 1)]
+        extra: list[Any] = []
+        applied = mutate_chain(lineage, chain, name, g) if g > 0 else True
+        if g < 0:
+            mutate_set(lineage, chain, extra, name)
+        if applied:
+            yield {"shapes": [name], "head": HEAD, "containers": chain + extra}
+
+
 def as_receipt(container: dict[str, Any] | None) -> dict[str, Any]:
     """The receipt a container travels in (None: a legacy receipt without findings)."""
     envelope = {"type": "impl_review", "mode": "codex", "verdict": "NEEDS_WORK"}
@@ -818,8 +840,12 @@ def as_receipt(container: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def currentness_vectors(reference: ModuleType) -> Iterator[Case]:
-    inputs = collect(lineages(reference), COUNTS["currentness"], SEEDS["currentness"])
-    for number, case in enumerate(inputs, 1):
+    generated = collect(lineages(reference), COUNTS["currentness"], SEEDS["currentness"])
+    named = [
+        (f"currentness-grid-{n:04d}", case) for n, case in enumerate(lineage_grid(reference), 1)
+    ]
+    named += [(f"currentness-{n:04d}", case) for n, case in enumerate(generated, 1)]
+    for name, case in named:
         receipts = [as_receipt(c) for c in case["containers"]]
         tip = answer(
             lambda r=receipts, h=case["head"]: reference.select_current_review_findings(
@@ -828,7 +854,7 @@ def currentness_vectors(reference: ModuleType) -> Iterator[Case]:
         )
         if isinstance(tip, dict) and "sourceReceiptId" in tip:
             tip = tip["sourceReceiptId"]
-        yield {"name": f"currentness-{number:04d}", **case, "reference_tip": tip}
+        yield {"name": name, **case, "reference_tip": tip}
 
 
 # --- ids -----------------------------------------------------------------------------------
