@@ -8,27 +8,19 @@ import hashlib
 import json
 import sqlite3
 from contextlib import closing
-from typing import Any
 
 import pytest
 from forkhorse.domain.limits import REVIEW_RECEIPTS
-from forkhorse.flow.ids import finding_id
 
 from tests.hostile.test_api_input import Live, live  # noqa: F401  # a server of its own
+from tests.support.nesting import nested_arrays
+from tests.unit.flow.flow_factories import container, item, receipt
 
 RECEIPT = {"type": "impl_review", "mode": "codex", "verdict": "SHIP"}
 DEPTH = REVIEW_RECEIPTS.json_depth
 TOO_DEEP = (
     f"The review receipt is refused: The body nests JSON deeper than the limit of {DEPTH} levels."
 )
-
-
-def _nested(levels: int) -> Any:
-    """A value `levels` arrays deep."""
-    value: Any = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
 
 
 def _seed(live: Live, review: str, text: str) -> str:  # noqa: F811
@@ -43,39 +35,14 @@ def _seed(live: Live, review: str, text: str) -> str:  # noqa: F811
     return digest
 
 
-def _findings(source: str, head: str, title: str = "Finding 1") -> dict[str, Any]:
-    item = {
-        "id": finding_id(source, 1),
-        "ordinal": 1,
-        "severity": "P1",
-        "confidence": 100,
-        "classification": "introduced",
-        "status": "open",
-        "title": title,
-        "body": "Explained.",
-        "rIds": ["R01"],
-        "firstSeenReceiptId": source,
-        "lastSeenReceiptId": source,
-    }
-    return {
-        "schemaVersion": 1,
-        "sourceReceiptId": source,
-        "reviewKind": "implementation",
-        "backend": "codex",
-        "round": 1,
-        "headSha": head,
-        "items": [item],
-    }
-
-
 def test_a_receipt_is_bounded_in_depth_and_one_at_the_bound_lists(live: Live) -> None:  # noqa: F811
     path = live.receipts_path(live.reviews[0])
     before = live.owner.ok("GET", path)
-    deeper = {**RECEIPT, "x": _nested(DEPTH)}  # the receipt object is one more level
+    deeper = {**RECEIPT, "x": nested_arrays(DEPTH)}  # the receipt object is one more level
     status, body = live.agent.call("POST", path, deeper)
     assert (status, body) == (400, {"error": TOO_DEEP})
     assert live.owner.ok("GET", path) == before
-    at_bound = {**RECEIPT, "x": _nested(DEPTH - 1)}
+    at_bound = {**RECEIPT, "x": nested_arrays(DEPTH - 1)}
     assert live.agent.call("POST", path, at_bound)[0] == 201
     listing = live.owner.ok("GET", path)
     assert [entry["receipt"] for entry in listing["receipts"]] == [at_bound]
@@ -110,7 +77,7 @@ def test_a_hostile_stored_row_is_listed_as_unreadable_not_a_500(live: Live, text
 def test_a_generation_id_names_one_content(live: Live) -> None:  # noqa: F811
     path = live.receipts_path(live.reviews[0])
     head = live.owner.review(live.project, live.reviews[0])["commit"]
-    first = {**RECEIPT, "findings": _findings("review-gen-1", head)}
+    first = receipt(container("review-gen-1", [item("review-gen-1", 1, rIds=["R01"])], head=head))
     status, stored = live.agent.call("POST", path, first)
     assert status == 201
     assert stored["classification"]["findings"] == "current"
@@ -120,7 +87,8 @@ def test_a_generation_id_names_one_content(live: Live) -> None:  # noqa: F811
     assert again == (201, stored)  # the same receipt again: same answer, nothing new stored
     assert len(live.owner.ok("GET", path)["receipts"]) == count
 
-    other = {**RECEIPT, "findings": _findings("review-gen-1", head, title="Reworded")}
+    reworded = item("review-gen-1", 1, rIds=["R01"], title="Reworded")
+    other = receipt(container("review-gen-1", [reworded], head=head))
     status, body = live.agent.call("POST", path, other)
     assert status == 409
     assert body == {

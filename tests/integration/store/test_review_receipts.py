@@ -14,18 +14,12 @@ from forkhorse.ports.store import Store
 from forkhorse.service.errors import BadRequest, Conflict
 from forkhorse.service.review_receipts import ReviewReceipts
 
+from tests.support.nesting import nested_arrays
 from tests.support.store import T0
 
 RECEIPT = {"type": "impl_review", "mode": "codex", "verdict": "SHIP"}
 REFUSED = "The review receipt is refused: "
 DEPTH = REVIEW_RECEIPTS.json_depth
-
-
-def _nested(levels: int) -> Any:
-    value: Any = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
 
 
 @pytest.mark.parametrize(
@@ -34,8 +28,8 @@ def _nested(levels: int) -> Any:
         (float("nan"), NOT_FINITE),
         (float("inf"), NOT_FINITE),
         ("\ud800", LONE_SURROGATE),
-        (_nested(DEPTH), f"The body nests JSON deeper than the limit of {DEPTH} levels."),
-        (_nested(5_000), f"The body nests JSON deeper than the limit of {DEPTH} levels."),
+        (nested_arrays(DEPTH), f"The body nests JSON deeper than the limit of {DEPTH} levels."),
+        (nested_arrays(5_000), f"The body nests JSON deeper than the limit of {DEPTH} levels."),
         (10**200, "The body has a number longer than the limit of 100 characters."),
     ],
     ids=["nan", "infinity", "lone-surrogate", "one-level-too-deep", "5000-deep", "200-digits"],
@@ -54,7 +48,7 @@ def test_a_receipt_built_in_process_is_held_to_the_body_rules(
 
 def test_a_receipt_at_the_depth_bound_is_stored_and_read_back(store: Store) -> None:
     receipts = ReviewReceipts(store, REVIEW_RECEIPTS)
-    body = {**RECEIPT, "x": _nested(DEPTH - 1)}
+    body = {**RECEIPT, "x": nested_arrays(DEPTH - 1)}
     encoded = receipts.canonical(body)
     digest = records.put_json(store, body, T0)
     store.put_review_receipt("r1", digest)

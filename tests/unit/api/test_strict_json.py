@@ -18,6 +18,8 @@ from forkhorse.domain.strict_json import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.nesting import nested_arrays
+
 SMALL = ApiInputLimits(body_bytes=1024, json_depth=4, json_number_chars=10)
 
 
@@ -105,13 +107,6 @@ def test_any_bytes_parse_or_are_refused_with_a_sentence(raw: bytes) -> None:
     assert refusal is None or refusal.startswith("The ")
 
 
-def _nested(depth: int) -> object:
-    value: object = []
-    for _ in range(depth - 1):
-        value = [value]
-    return value
-
-
 @pytest.mark.parametrize(
     ("value", "error"),
     [
@@ -119,8 +114,8 @@ def _nested(depth: int) -> object:
         ([float("-inf")], NOT_FINITE),
         ({"x": "\ud800"}, LONE_SURROGATE),
         ({"\udfff": 1}, LONE_SURROGATE),
-        (_nested(5), "The body nests JSON deeper than the limit of 4 levels."),
-        (_nested(5_000), "The body nests JSON deeper than the limit of 4 levels."),
+        (nested_arrays(5), "The body nests JSON deeper than the limit of 4 levels."),
+        (nested_arrays(5_000), "The body nests JSON deeper than the limit of 4 levels."),
         (10**11, "The body has a number longer than the limit of 10 characters."),
         (10**5000, "The body has a number longer than the limit of 10 characters."),
         ({"x": {1, 2}}, "The body is not valid JSON."),
@@ -134,4 +129,4 @@ def test_a_value_in_memory_is_refused_as_its_text_would_be(value: object, error:
 
 
 def test_a_value_at_the_limits_passes() -> None:
-    check_value([_nested(3), "\U0001f600", 123456789, -1.5], SMALL)
+    check_value([nested_arrays(3), "\U0001f600", 123456789, -1.5], SMALL)
