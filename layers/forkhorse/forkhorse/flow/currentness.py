@@ -184,20 +184,19 @@ class _ChainWalk:
             raise _LineageError(
                 "unsupported", "lineage.incomplete-snapshot", f"{source} drops {min(missing)}"
             )
-        older = frozenset(self.known)
-        for item in generation["items"]:
-            self._check_identity(item, source, older)
+        for item in generation["items"]:  # `known` holds the older generations' ids until after
+            self._check_identity(item, source)
             if "priorFindingId" in item:
-                self._check_edge(item, source, older)
+                self._check_edge(item, source)
         self.known |= ids
 
-    def _check_identity(self, item: Container, source: str, older: frozenset[str]) -> None:
+    def _check_identity(self, item: Container, source: str) -> None:
         first_seen = item["firstSeenReceiptId"]
         if first_seen not in self.sources:
             raise _LineageError(
                 "unsupported", "lineage.first-seen", f"{item['id']} names a receipt off the chain"
             )
-        if item["id"] in older:
+        if item["id"] in self.known:
             if first_seen == source:
                 raise _LineageError(
                     "unsupported",
@@ -209,9 +208,9 @@ class _ChainWalk:
                 "unsupported", "lineage.first-seen", f"{item['id']} is new but not first seen here"
             )
 
-    def _check_edge(self, item: Container, source: str, older: frozenset[str]) -> None:
+    def _check_edge(self, item: Container, source: str) -> None:
         prior = item["priorFindingId"]
-        if prior not in older:
+        if prior not in self.known:
             raise _LineageError(
                 "unsupported",
                 "lineage.prior-unknown",
