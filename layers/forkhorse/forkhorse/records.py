@@ -4,6 +4,7 @@ Used for receipt records and for Flow-Next review receipts alike.
 """
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -37,10 +38,11 @@ def put_json(store: Store, value: Any, now: datetime) -> str:
     return _put_bytes(store, canonical_bytes(value), now)
 
 
-def get_json(store: Store, digest: str) -> Any | None:
-    """The value stored under `digest`, or None. Raises RecordCorruptedError on a mismatch."""
+def get_json(store: Store, digest: str, parse: Callable[[bytes], Any] = json.loads) -> Any | None:
+    """The value stored under `digest`, or None. Raises RecordCorruptedError on a mismatch,
+    and whatever `parse` raises on verified bytes it refuses."""
     data = _get_bytes(store, digest)
-    return None if data is None else json.loads(data)
+    return None if data is None else parse(data)
 
 
 def put_record(store: Store, record: ReceiptRecord, now: datetime) -> str:

@@ -7,9 +7,18 @@ import json
 
 import pytest
 from forkhorse.domain.limits import ApiInputLimits
-from forkhorse.domain.strict_json import BodyTooLarge, InputRefused, parse_body
+from forkhorse.domain.strict_json import (
+    LONE_SURROGATE,
+    NOT_FINITE,
+    BodyTooLarge,
+    InputRefused,
+    check_value,
+    parse_body,
+)
 from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.support.nesting import nested_arrays
 
 SMALL = ApiInputLimits(body_bytes=1024, json_depth=4, json_number_chars=10)
 
@@ -96,3 +105,28 @@ def test_within_the_limits_it_parses_like_json(value: object) -> None:
 def test_any_bytes_parse_or_are_refused_with_a_sentence(raw: bytes) -> None:
     _, refusal = _outcome(raw)
     assert refusal is None or refusal.startswith("The ")
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ({"x": float("nan")}, NOT_FINITE),
+        ([float("-inf")], NOT_FINITE),
+        ({"x": "\ud800"}, LONE_SURROGATE),
+        ({"\udfff": 1}, LONE_SURROGATE),
+        (nested_arrays(5), "The body nests JSON deeper than the limit of 4 levels."),
+        (nested_arrays(5_000), "The body nests JSON deeper than the limit of 4 levels."),
+        (10**11, "The body has a number longer than the limit of 10 characters."),
+        (10**5000, "The body has a number longer than the limit of 10 characters."),
+        ({"x": {1, 2}}, "The body is not valid JSON."),
+    ],
+    ids=["nan", "infinity", "surrogate", "surrogate-key", "deep", "deeper", "long", "huge", "set"],
+)
+def test_a_value_in_memory_is_refused_as_its_text_would_be(value: object, error: str) -> None:
+    with pytest.raises(InputRefused) as refused:
+        check_value(value, SMALL)
+    assert str(refused.value) == error
+
+
+def test_a_value_at_the_limits_passes() -> None:
+    check_value([nested_arrays(3), "\U0001f600", 123456789, -1.5], SMALL)

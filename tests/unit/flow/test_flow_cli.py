@@ -53,6 +53,35 @@ def test_validate_malformed_json_is_invalid_and_missing_file_is_an_error(
     assert run_cli("receipt", "validate", str(tmp_path / "missing.json")) == 2
 
 
+@pytest.mark.parametrize(
+    ("text", "rule_message"),
+    [
+        ('{"type": "impl_review", "mode": "codex", "verdict": "SHIP", "x": NaN}', "non-finite"),
+        (
+            '{"type": "impl_review", "mode": "codex", "verdict": "SHIP", "x": -Infinity}',
+            "non-finite",
+        ),
+        (
+            '{"type": "impl_review", "mode": "codex", "verdict": "SHIP", "x": "\\ud800"}',
+            "surrogate",
+        ),
+        ('{"type": "impl_review", "x": ' + "[" * 65 + "]" * 65 + "}", "deeper than the limit"),
+    ],
+)
+def test_validate_refuses_what_json_does_not_allow(
+    tmp_path: Path,
+    run_cli: RunCli,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    rule_message: str,
+) -> None:
+    path = write(tmp_path / "odd.json", text)
+    assert run_cli("receipt", "validate", "--json", str(path)) == 1
+    [result] = json.loads(capsys.readouterr().out)
+    assert (result["valid"], result["rule"]) == (False, "receipt.json")
+    assert rule_message in result["message"]
+
+
 def test_findings_id(run_cli: RunCli, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli("findings", "id", "receipt-round-1", "1") == 0
     assert capsys.readouterr().out.strip() == "finding-91d355d7abc9978f629e54fc28921f3e"

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from flow_factories import HEAD, OTHER_HEAD, chain, container, item, receipt, root, successor
 from forkhorse.flow.currentness import Selection, select_current
+from forkhorse.flow.ids import finding_id
 
 
 def select(*containers: dict[str, Any], head: str = HEAD, **filters: str) -> Selection:
@@ -113,37 +114,77 @@ def test_carried_finding_cannot_change_its_first_seen() -> None:
     assert selection.rule in {"lineage.incomplete-snapshot", "lineage.first-seen"}
 
 
-def test_explicit_prior_finding_edge_replaces_an_item() -> None:
+def test_a_prior_finding_edge_adds_a_new_item_beside_the_carried_one() -> None:
+    """What the reference writes for a `Prior finding ID` line: A carried, X names A."""
     gen1 = root("g1", 2)
     gen2 = successor(gen1, "g2")
-    replaced = gen2["items"].pop(0)
-    gen2["items"].append(item("g2", 3, "g2", priorFindingId=replaced["id"]))
-    assert select(gen1, gen2).tip is gen2
+    older = gen2["items"][0]["id"]
+    gen2["items"].append(item("g2", 3, "g2", priorFindingId=older))
+    selection = select(gen1, gen2)
+    assert selection.tip is gen2
+    assert {i["id"] for i in selection.tip["items"]} >= {older, finding_id("g2", 3)}
+
+
+def test_dropping_a_finding_and_naming_it_from_a_new_one_is_an_incomplete_snapshot() -> None:
+    gen1 = root("g1", 2)
+    gen2 = successor(gen1, "g2")
+    dropped = gen2["items"].pop(0)
+    gen2["items"].append(item("g2", 3, "g2", priorFindingId=dropped["id"]))
+    selection = select(gen1, gen2)
+    assert (selection.status, selection.rule) == ("unsupported", "lineage.incomplete-snapshot")
+    assert selection.tip is None
+
+
+def test_a_replacement_edge_carries_forward_with_its_item() -> None:
+    gen1 = root("g1", 1)
+    gen2 = successor(gen1, "g2")
+    older = gen2["items"][0]["id"]
+    gen2["items"].append(item("g2", 2, "g2", priorFindingId=older))
+    gen3 = successor(gen2, "g3")  # the new item keeps its id and its edge
+    assert select(gen1, gen2, gen3).tip is gen3
 
 
 def test_two_items_replacing_one_finding_is_duplicate_ownership() -> None:
     gen1 = root("g1", 2)
     gen2 = successor(gen1, "g2")
-    replaced = gen2["items"].pop(0)
+    older = gen2["items"][0]["id"]
     gen2["items"] += [
-        item("g2", 3, "g2", priorFindingId=replaced["id"]),
-        item("g2", 4, "g2", priorFindingId=replaced["id"]),
+        item("g2", 3, "g2", priorFindingId=older),
+        item("g2", 4, "g2", priorFindingId=older),
     ]
     assert select(gen1, gen2).rule == "lineage.duplicate-owner"
 
 
-def test_carrying_and_replacing_the_same_finding_is_duplicate_ownership() -> None:
-    gen1 = root("g1", 2)
+def test_a_later_generation_cannot_replace_a_finding_again() -> None:
+    gen1 = root("g1", 1)
     gen2 = successor(gen1, "g2")
-    gen2["items"].append(item("g2", 3, "g2", priorFindingId=gen2["items"][0]["id"]))
-    assert select(gen1, gen2).rule == "lineage.duplicate-owner"
+    older = gen2["items"][0]["id"]
+    gen2["items"].append(item("g2", 2, "g2", priorFindingId=older))
+    gen3 = successor(gen2, "g3")
+    gen3["items"].append(item("g3", 3, "g3", priorFindingId=older))
+    assert select(gen1, gen2, gen3).rule == "lineage.duplicate-owner"
 
 
-def test_prior_finding_must_name_an_item_of_the_parent() -> None:
+def test_prior_finding_must_name_an_item_of_an_earlier_generation() -> None:
     gen1 = root("g1", 2)
     gen2 = successor(gen1, "g2")
     gen2["items"].append(item("g2", 3, "g2", priorFindingId="finding-elsewhere"))
     assert select(gen1, gen2).rule == "lineage.prior-unknown"
+    sibling = successor(gen1, "g2")
+    sibling["items"] += [
+        item("g2", 3, "g2"),
+        item("g2", 4, "g2", priorFindingId=finding_id("g2", 3)),  # names a new sibling
+    ]
+    assert select(gen1, sibling).rule == "lineage.prior-unknown"
+
+
+def test_a_dropped_finding_cannot_come_back_later() -> None:
+    gen1 = root("g1", 2)
+    gen2 = successor(gen1, "g2")
+    dropped = gen2["items"].pop(0)
+    gen3 = successor(gen2, "g3")
+    gen3["items"].insert(0, {**dropped, "lastSeenReceiptId": "g3"})
+    assert select(gen1, gen2, gen3).rule == "lineage.incomplete-snapshot"
 
 
 def test_tip_at_another_head_is_stale_not_absent() -> None:

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flow_factories import container, item, receipt, root
-from forkhorse.flow.envelope import validate_receipt
+from flow_factories import HEAD, container, item, receipt, root
+from forkhorse.flow.envelope import check_findings_binding, validate_receipt
 from forkhorse.flow.findings import (
     MAX_ENCODED_BYTES,
     canonical_order,
     encoded_size,
     validate_container,
 )
-from forkhorse.flow.ids import finding_id
+from forkhorse.flow.ids import finding_id, source_receipt_id
 from forkhorse.flow.rules import RuleViolation
 
 Container = dict[str, Any]
@@ -180,7 +181,21 @@ def test_single_line_range_is_valid_and_inverted_range_names_end_line() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["../x", "a/../b", "/abs", "./a.py", "a/./b", "a//b", "a/", ".", "a\\b", "a\0b", ""],
+    [
+        "../x",
+        "a/../b",
+        "/abs",
+        "./a.py",
+        "a/./b",
+        "a//b",
+        "a/",
+        ".",
+        "a\\b",
+        "a\0b",
+        "",
+        "C:/x/a.py",
+        "z:/a.py",
+    ],
 )
 def test_unsafe_or_unnormalized_paths_reject_the_generation(path: str) -> None:
     for key in ("path", "originalPath"):
@@ -230,11 +245,14 @@ def test_anchor_base_sha_must_equal_the_container() -> None:
     [
         ("R1", True),
         ("R10", True),
-        ("R0", False),
-        ("R01", False),
+        ("R0", True),  # R<digits> as written: reference receipts keep R01
+        ("R01", True),
+        ("R" + "9" * 159, True),
+        ("R" + "9" * 160, False),  # an id string, bounded at 160 characters
         ("r1", False),
         ("R", False),
         ("R1 ", False),
+        ("R\u0663", False),  # ARABIC-INDIC DIGIT THREE: digits are ASCII
     ],
 )
 def test_r_id_grammar(r_id: str, ok: bool) -> None:
@@ -358,3 +376,28 @@ class TestEnvelope:
             found = validate_receipt(body).violation
             assert found is not None
             assert found.rule == "receipt.type"
+
+
+def test_source_receipt_id_hashes_non_ascii_text_as_utf8() -> None:
+    preimage = f'[1,"implementation","fn-1.1","codex",1,"{HEAD}","café ✓"]'
+    expected = "review-" + hashlib.sha256(preimage.encode("utf-8")).hexdigest()
+    derived = source_receipt_id(
+        review_kind="implementation",
+        review_id="fn-1.1",
+        backend="codex",
+        round_number=1,
+        head_sha=HEAD,
+        review_text="café ✓",
+    )
+    assert derived == expected
+
+
+@pytest.mark.parametrize("missing", ["type", "mode"])
+def test_a_projection_is_bound_only_to_a_receipt_that_names_type_and_mode(missing: str) -> None:
+    body = receipt(root("r", 1))
+    del body[missing]
+    with pytest.raises(RuleViolation) as raised:
+        check_findings_binding(body)
+    assert (
+        raised.value.rule == {"type": "binding.type-kind", "mode": "binding.mode-backend"}[missing]
+    )

@@ -226,3 +226,15 @@ def test_pure_check_reasons() -> None:
         assert not green.check_receipt(
             broken, head_sha=head, gate_id="unit", command="c", now=now
         ).honoured
+
+
+@pytest.mark.parametrize(
+    "timestamp", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-11-30", 7]
+)
+def test_an_unusable_timestamp_fails_closed(timestamp: object) -> None:
+    now = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    head = "0123456789abcdef0123456789abcdef01234567"
+    receipt = green.new_receipt(head_sha=head, gate_id="unit", command="make", now=now)
+    receipt["timestamp"] = timestamp
+    check = green.check_receipt(receipt, head_sha=head, gate_id="unit", command="make", now=now)
+    assert (check.honoured, check.reason) == (False, "bad receipt timestamp")

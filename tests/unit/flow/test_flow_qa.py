@@ -29,10 +29,15 @@ def qa_receipt(rows: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return body
 
 
+def coverage(**rids: str) -> dict[str, Any]:
+    rows = [{"id": r_id, "coverage": value} for r_id, value in rids.items()]
+    return {"covered": len(rows), "total": len(rows), "rids": rows}
+
+
 def test_live_and_carried_rows_validate() -> None:
     prior = qa_receipt([live("s1"), live("s2", rids=["R2"])], head_sha="a" * 40)
     carried = carry_scenario(prior, "s2", spec_id="fn-7", branch="feature")
-    body = qa_receipt([live("s1"), carried], rid_coverage={"R1": "live", "R2": "carried"})
+    body = qa_receipt([live("s1"), carried], rid_coverage=coverage(R1="live", R2="carried"))
     assert validate_receipt(body).valid
     assert carried["head_sha"] == "a" * 40
 
@@ -45,7 +50,7 @@ def test_live_and_carried_rows_validate() -> None:
         ({**live("s1"), "extra": 1}, "qa.closed-keys", "/scenarios/0/extra"),
         ({"id": "s1", "run": "live"}, "qa.required", "/scenarios/0/evidence"),
         ({"id": "s1", "run": "carried", "outcome": "FAIL"}, "qa.outcome", "/scenarios/0/outcome"),
-        ({**live("s1"), "rids": ["R01"]}, "qa.rids", "/scenarios/0/rids/0"),
+        ({**live("s1"), "rids": ["r1"]}, "qa.rids", "/scenarios/0/rids/0"),
     ],
 )
 def test_bad_rows_name_the_rule(row: dict[str, Any], rule: str, pointer: str) -> None:
@@ -57,10 +62,64 @@ def test_bad_rows_name_the_rule(row: dict[str, Any], rule: str, pointer: str) ->
 def test_coverage_values_are_canonical_and_consistent() -> None:
     rows = [live("s1"), {"id": "s2", "run": "carried", "rids": ["R2"], "outcome": "PASS"}]
     for value in ("live", "subtracted", "no_live_scenario", "backend_cli"):
-        assert validate_receipt(qa_receipt(rows, rid_coverage={"R1": value})).valid
-    assert not validate_receipt(qa_receipt(rows, rid_coverage={"R1": "carried"})).valid
-    assert not validate_receipt(qa_receipt(rows, rid_coverage={"R2": "live"})).valid
-    assert not validate_receipt(qa_receipt(rows, rid_coverage={"R1": "Live"})).valid
+        assert validate_receipt(qa_receipt(rows, rid_coverage=coverage(R1=value))).valid
+    assert not validate_receipt(qa_receipt(rows, rid_coverage=coverage(R1="carried"))).valid
+    assert not validate_receipt(qa_receipt(rows, rid_coverage=coverage(R2="live"))).valid
+    assert not validate_receipt(qa_receipt(rows, rid_coverage=coverage(R1="Live"))).valid
+
+
+def test_the_reference_qa_receipt_is_valid() -> None:
+    """As the reference's QA tests build it: mode `ralph`, coverage counted and listed."""
+    body = {
+        "type": "qa_verdict",
+        "id": "fn-53-flow-nextqa-live-app-real-user-qa-pass",
+        "mode": "ralph",
+        "verdict": "NEEDS_WORK",
+        "qa_outcome": "NEEDS_WORK",
+        "head_sha": "0123456789abcdef0123456789abcdef01234567",
+        "branch": "fn-53-flow-nextqa-live-app-real-user-qa-pass",
+        "rid_coverage": {
+            "covered": 2,
+            "total": 3,
+            "rids": [
+                {"id": "R1", "coverage": "live"},
+                {"id": "R2", "coverage": "subtracted"},
+                {"id": "R3", "coverage": "no_live_scenario"},
+            ],
+        },
+        "open_p0p1": [{"id": "S2-F1", "severity": "P0", "confidence": 100}],
+        "timestamp": "2026-06-05T12:00:00Z",
+    }
+    assert validate_receipt(body).valid
+
+
+@pytest.mark.parametrize(
+    ("rid_coverage", "rule", "pointer"),
+    [
+        ({"R1": "live"}, "qa.coverage.closed-keys", "/rid_coverage/R1"),
+        ({"covered": 3, "total": 2, "rids": []}, "qa.coverage-count", "/rid_coverage/covered"),
+        ({"covered": True, "total": 2, "rids": []}, "qa.coverage-count", "/rid_coverage/covered"),
+        (
+            coverage(R1="live") | {"rids": [{"id": "R1", "coverage": "live"}] * 2},
+            "qa.coverage-rid",
+            "/rid_coverage/rids/1/id",
+        ),
+        (coverage(R1="sort-of"), "qa.coverage", "/rid_coverage/rids/0/coverage"),
+    ],
+)
+def test_bad_coverage_names_the_rule(rid_coverage: object, rule: str, pointer: str) -> None:
+    found = validate_receipt(qa_receipt([], rid_coverage=rid_coverage)).violation
+    assert found is not None
+    assert (found.rule, found.pointer) == (rule, pointer)
+
+
+def test_the_backend_list_binds_only_implementation_reviews() -> None:
+    impl = {"type": "impl_review", "mode": "ralph", "verdict": "SHIP"}
+    found = validate_receipt(impl).violation
+    assert found is not None
+    assert found.rule == "receipt.mode"
+    assert validate_receipt({**impl, "type": "plan_review"}).valid
+    assert not validate_receipt({**impl, "type": "plan_review", "mode": ""}).valid
 
 
 def test_criterion_is_carried_only_when_every_scenario_carried() -> None:

@@ -38,9 +38,17 @@ class ReviewReceiptLimits:
     """Per review, checked before a receipt is stored (`service/reviews.py`)."""
 
     per_review: int = 100  # receipts attached to one review (409 past it)
-    receipt_bytes: int = 320 * KIB  # one canonical receipt: a full findings block fits
+    receipt_bytes: int = 320 * KIB  # one canonical receipt: a full findings block fits (413)
+    # Nested arrays and objects in one receipt (400 past it; a findings item's anchor is at
+    # level 5). A stored receipt past any of these bounds is listed as unreadable.
+    json_depth: int = 16
     review_bytes: int = 4 * MIB  # all receipts of one review, canonical bytes (409)
     cache_bytes: int = 64 * MIB  # receipts kept in memory per process, by digest (LRU)
+
+    @property
+    def parsing(self) -> ApiInputLimits:
+        """How one receipt's canonical bytes are parsed, on the way in and out of the store."""
+        return ApiInputLimits(body_bytes=self.receipt_bytes, json_depth=self.json_depth)
 
 
 # --- git smart HTTP -----------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """A bounded JSON parser for request bodies: size, UTF-8, depth and numbers are checked
 while parsing, so no body can raise RecursionError, hit Python's int-string limit or
-smuggle a lone surrogate or a non-finite number into the service.
+smuggle a lone surrogate or a non-finite number into the service. `check_value` holds a
+value already in memory to the same rules, and stored JSON is read back through the parser.
 
 Every refusal is an `InputRefused` whose message is one sentence naming the problem.
 """
@@ -66,6 +67,29 @@ def parse_text(text: str, limits: ApiInputLimits = API_INPUT) -> Any:
     return value
 
 
+def check_value(value: Any, limits: ApiInputLimits = API_INPUT) -> None:
+    """Refuse a value built in memory exactly as its JSON text would be refused as a body
+    (the size aside): too deep, an over-long number, a non-finite float, a lone surrogate."""
+    try:
+        # ASCII escapes and NaN literals keep both visible to the parser's own checks.
+        text = json.dumps(value, allow_nan=True)
+    except RecursionError:
+        raise InputRefused(_too_deep(limits.json_depth)) from None
+    except ValueError:  # an int past Python's int-string conversion limit
+        raise InputRefused(_too_long(limits.json_number_chars)) from None
+    except TypeError:
+        raise InputRefused(NOT_JSON) from None
+    parse_text(text, limits)
+
+
+def _too_deep(limit: int) -> str:
+    return f"The body nests JSON deeper than the limit of {limit} levels."
+
+
+def _too_long(limit: int) -> str:
+    return f"The body has a number longer than the limit of {limit} characters."
+
+
 def _check_depth(text: str, limit: int) -> None:
     """Refuse nesting past `limit` before the recursive parser sees it. Brackets inside
     strings do not count; an unterminated string only makes the count stricter."""
@@ -76,7 +100,7 @@ def _check_depth(text: str, limit: int) -> None:
     for bracket in brackets:
         depth += 1 if bracket in "[{" else -1
         if depth > limit:
-            raise InputRefused(f"The body nests JSON deeper than the limit of {limit} levels.")
+            raise InputRefused(_too_deep(limit))
 
 
 class _Numbers:
@@ -101,9 +125,7 @@ class _Numbers:
 
     def _bounded(self, literal: str) -> str:
         if len(literal) > self._limit:
-            raise InputRefused(
-                f"The body has a number longer than the limit of {self._limit} characters."
-            )
+            raise InputRefused(_too_long(self._limit))
         return literal
 
 

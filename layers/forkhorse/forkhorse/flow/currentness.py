@@ -81,7 +81,7 @@ def _validated_containers(receipts: Iterable[object]) -> list[Container]:
         if not isinstance(receipt, Mapping):
             raise RuleViolation("receipt.type", pointer(index), "must be a JSON object")
         try:
-            container = check_findings_binding(receipt)
+            container = check_findings_binding(receipt, bare=True)
         except RuleViolation as violation:
             raise RuleViolation(
                 violation.rule, pointer(index) + violation.pointer, violation.message
@@ -147,7 +147,7 @@ def _check_parents(lineage: Sequence[Container], by_id: Mapping[str, Container])
 
 
 def _walk_chain(tip: Container, by_id: Mapping[str, Container]) -> list[Container]:
-    """Tip-to-root chain, verifying every snapshot against its parent."""
+    """Tip-to-root chain, verifying every snapshot against its ancestors."""
     chain = [tip]
     visited = {tip["sourceReceiptId"]}
     while "supersedesReceiptId" in chain[-1]:
@@ -156,60 +156,70 @@ def _walk_chain(tip: Container, by_id: Mapping[str, Container]) -> list[Containe
             raise _LineageError("unsupported", "lineage.cycle", "the supersedes chain loops")
         visited.add(parent["sourceReceiptId"])
         chain.append(parent)
-    known: set[str] = set()
-    root_first = chain[::-1]
-    for index, generation in enumerate(root_first):
-        _check_snapshot(generation, root_first[index - 1] if index else None, known)
+    walk = _ChainWalk()
+    for generation in reversed(chain):
+        walk.check(generation)
     return chain
 
 
-def _check_snapshot(generation: Container, parent: Container | None, known: set[str]) -> None:
-    """One generation against its parent; `known` accumulates every id seen up the chain."""
-    source = generation["sourceReceiptId"]
-    parent_items = {item["id"]: item for item in parent["items"]} if parent else {}
-    owners: dict[str, str] = {}
-    for item in generation["items"]:
-        _claim(owners, item["id"], item["id"], source)
-        if item["id"] in parent_items:
-            _check_carried(item, parent_items[item["id"]], source)
-            continue
-        _check_new(item, source, known)
-        if "priorFindingId" in item:
-            prior = item["priorFindingId"]
-            if prior not in parent_items:
+@dataclass(slots=True)
+class _ChainWalk:
+    """Finding-lineage state accumulated from the root down the selected chain.
+
+    Carrying is by id alone: every known finding must reappear in each later generation.
+    A `priorFindingId` is an extra edge from a new item to an older one; it never stands in
+    for the older item, and each older item has at most one replacement in the chain.
+    """
+
+    known: set[str] = field(default_factory=set)  # finding ids of the generations walked
+    sources: set[str] = field(default_factory=set)  # sourceReceiptIds walked, this one included
+    replaced_by: dict[str, str] = field(default_factory=dict)  # priorFindingId -> its owner
+
+    def check(self, generation: Container) -> None:
+        source = generation["sourceReceiptId"]
+        self.sources.add(source)
+        ids = {item["id"] for item in generation["items"]}
+        missing = self.known - ids
+        if missing:
+            raise _LineageError(
+                "unsupported", "lineage.incomplete-snapshot", f"{source} drops {min(missing)}"
+            )
+        for item in generation["items"]:  # `known` holds the older generations' ids until after
+            self._check_identity(item, source)
+            if "priorFindingId" in item:
+                self._check_edge(item, source)
+        self.known |= ids
+
+    def _check_identity(self, item: Container, source: str) -> None:
+        first_seen = item["firstSeenReceiptId"]
+        if first_seen not in self.sources:
+            raise _LineageError(
+                "unsupported", "lineage.first-seen", f"{item['id']} names a receipt off the chain"
+            )
+        if item["id"] in self.known:
+            if first_seen == source:
                 raise _LineageError(
-                    "unsupported", "lineage.prior-unknown", f"{item['id']} replaces an unknown id"
+                    "unsupported",
+                    "lineage.duplicate-identity",
+                    f"{item['id']} is carried but claims to be first seen in {source}",
                 )
-            _claim(owners, prior, item["id"], source)
-    missing = set(parent_items) - set(owners)
-    if missing:
-        raise _LineageError(
-            "unsupported", "lineage.incomplete-snapshot", f"{source} drops {sorted(missing)[0]}"
-        )
-    known.update(item["id"] for item in generation["items"])
+        elif first_seen != source:
+            raise _LineageError(
+                "unsupported", "lineage.first-seen", f"{item['id']} is new but not first seen here"
+            )
 
-
-def _claim(owners: dict[str, str], finding: str, owner: str, source: str) -> None:
-    if finding in owners:
-        raise _LineageError(
-            "unsupported", "lineage.duplicate-owner", f"{finding} is owned twice in {source}"
-        )
-    owners[finding] = owner
-
-
-def _check_carried(item: Container, prior: Container, source: str) -> None:
-    if item["firstSeenReceiptId"] != prior["firstSeenReceiptId"]:
-        raise _LineageError(
-            "unsupported", "lineage.first-seen", f"{item['id']} changed first-seen in {source}"
-        )
-
-
-def _check_new(item: Container, source: str, known: set[str]) -> None:
-    if item["id"] in known:
-        raise _LineageError(
-            "unsupported", "lineage.duplicate-identity", f"{item['id']} reappears in {source}"
-        )
-    if item["firstSeenReceiptId"] != source:
-        raise _LineageError(
-            "unsupported", "lineage.first-seen", f"{item['id']} is new but not first seen here"
-        )
+    def _check_edge(self, item: Container, source: str) -> None:
+        prior = item["priorFindingId"]
+        if prior not in self.known:
+            raise _LineageError(
+                "unsupported",
+                "lineage.prior-unknown",
+                f"{item['id']} names {prior}, which no earlier generation holds",
+            )
+        owner = self.replaced_by.setdefault(prior, item["id"])
+        if owner != item["id"]:
+            raise _LineageError(
+                "unsupported",
+                "lineage.duplicate-owner",
+                f"{prior} is replaced by both {owner} and {item['id']} in {source}",
+            )

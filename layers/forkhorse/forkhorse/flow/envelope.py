@@ -11,9 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from forkhorse.flow.criteria import validate_criteria
-from forkhorse.flow.findings import validate_container
+from forkhorse.flow.findings import MAX_ID_CHARS, validate_container
 from forkhorse.flow.qa import QA_RECEIPT_TYPE, validate_qa
-from forkhorse.flow.rules import RuleViolation, check_enum, fail, require_mapping
+from forkhorse.flow.rules import (
+    RuleViolation,
+    check_enum,
+    check_string,
+    fail,
+    require_mapping,
+)
 
 KIND_BY_TYPE: Final = {
     "plan_review": "plan",
@@ -22,6 +28,7 @@ KIND_BY_TYPE: Final = {
     "qa_verdict": "qa",
 }
 RECEIPT_TYPES: Final = tuple(KIND_BY_TYPE)
+IMPL_RECEIPT_TYPE: Final = "impl_review"
 MODES: Final = ("codex", "copilot", "cursor", "claude", "host", "triage_skip")
 LEGACY_MODES: Final = ("rp",)  # written before 8.0.0; still read
 VERDICTS: Final = ("SHIP", "NEEDS_WORK", "MAJOR_RETHINK", "NEEDS_HUMAN")
@@ -54,7 +61,7 @@ def check_receipt(body: object) -> Mapping[str, Any]:
         receipt.get("type"), RECEIPT_TYPES, rule="receipt.type", where=("type",)
     )
     if "mode" in receipt or receipt.get("findings") is not None:
-        check_enum(receipt.get("mode"), MODES + LEGACY_MODES, rule="receipt.mode", where=("mode",))
+        _check_mode(receipt.get("mode"), receipt_type)
     # A QA receipt reports `qa_outcome`; the review types must state a verdict.
     if "verdict" in receipt or receipt_type != QA_RECEIPT_TYPE:
         check_enum(receipt.get("verdict"), VERDICTS, rule="receipt.verdict", where=("verdict",))
@@ -64,22 +71,35 @@ def check_receipt(body: object) -> Mapping[str, Any]:
     return receipt
 
 
-def check_findings_binding(receipt: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The receipt's findings container if valid and bound to it; None when absent (or null)."""
+def _check_mode(mode: object, receipt_type: str) -> None:
+    """The backend list is for implementation reviews; other receipts name their producer
+    (the reference's QA receipts say `ralph`), and `findings.backend` must still equal it."""
+    if receipt_type == IMPL_RECEIPT_TYPE:
+        check_enum(mode, MODES + LEGACY_MODES, rule="receipt.mode", where=("mode",))
+    else:
+        check_string(mode, rule="receipt.mode", where=("mode",), max_chars=MAX_ID_CHARS)
+
+
+def check_findings_binding(
+    receipt: Mapping[str, Any], *, bare: bool = False
+) -> Mapping[str, Any] | None:
+    """The receipt's findings container if valid and bound to it; None when absent (or null).
+
+    A receipt must name the type and mode its projection is bound to. With `bare`, a candidate
+    that omits them (currentness is handed bare `{"findings": ...}` objects) is judged by its
+    container alone; a stated type or mode must still match.
+    """
     findings = receipt.get("findings")
     if findings is None:
         return None
     container = validate_container(findings, ("findings",))
-    if "type" in receipt:
-        expected_kind = (
-            KIND_BY_TYPE.get(receipt["type"]) if isinstance(receipt["type"], str) else None
-        )
+    if not (bare and "type" not in receipt):
+        receipt_type = receipt.get("type")
+        expected_kind = KIND_BY_TYPE.get(receipt_type) if isinstance(receipt_type, str) else None
         if container["reviewKind"] != expected_kind:
             raise fail(
-                "binding.type-kind",
-                ("findings", "reviewKind"),
-                "does not match receipt type",
+                "binding.type-kind", ("findings", "reviewKind"), "does not match receipt type"
             )
-    if "mode" in receipt and receipt["mode"] != container["backend"]:
+    if not (bare and "mode" not in receipt) and receipt.get("mode") != container["backend"]:
         raise fail("binding.mode-backend", ("findings", "backend"), "does not equal receipt mode")
     return container

@@ -48,6 +48,7 @@ MAX_BODY_CHARS: Final = 4000
 MAX_SUGGESTION_CHARS: Final = 4000
 
 _BLOB_OID = re.compile(r"[0-9a-f]{7,64}")
+_DRIVE = re.compile(r"[A-Za-z]:/")  # `C:/x/a.py` is absolute on Windows
 
 CONTAINER_REQUIRED: Final = frozenset(
     {"schemaVersion", "sourceReceiptId", "reviewKind", "backend", "round", "headSha", "items"}
@@ -220,6 +221,8 @@ def _check_r_ids(value: object, where: Where) -> None:
     for index, r_id in enumerate(r_ids):
         if not isinstance(r_id, str) or not R_ID_PATTERN.fullmatch(r_id):
             raise fail("item.rIds-grammar", child(where, index), "must match R<digits>")
+        if len(r_id) > MAX_ID_CHARS:
+            raise fail("item.rIds-grammar", child(where, index), f"longer than {MAX_ID_CHARS}")
         if r_id in seen:
             raise fail("item.rIds-unique", child(where, index), "duplicate R-ID")
         seen.add(r_id)
@@ -273,8 +276,8 @@ def _check_anchor(value: object, container: Mapping[str, Any], where: Where) -> 
 
 
 def is_safe_path(path: str) -> bool:
-    """Normalized, repository-relative, no traversal, no backslashes or NULs."""
-    if path.startswith("/") or "\\" in path or "\0" in path:
+    """Normalized, repository-relative (no root, no drive), no traversal, backslashes or NULs."""
+    if path.startswith("/") or _DRIVE.match(path) or "\\" in path or "\0" in path:
         return False
     if posixpath.normpath(path) != path or path == ".":
         return False

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forkhorse.domain.limits import API_INPUT
+from forkhorse.domain.strict_json import parse_body
 from forkhorse.flow.envelope import check_findings_binding, check_receipt
 from forkhorse.flow.ids import history_name
 from forkhorse.flow.rules import RuleViolation, canonical_json
@@ -47,9 +49,11 @@ def history_path(receipt_path: Path, source_receipt_id: str) -> Path:
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file; OSError for I/O problems, ValueError for malformed content."""
+    """Parse a JSON file strictly and within the API's input bounds (no NaN or Infinity, no
+    lone surrogate, bounded size and depth); OSError for I/O problems, ValueError otherwise."""
     with path.open("rb") as handle:
-        return json.loads(handle.read())
+        raw = handle.read(API_INPUT.body_bytes + 1)
+    return parse_body(raw, API_INPUT)
 
 
 def atomic_write_json(path: Path, value: object) -> None:

@@ -28,10 +28,12 @@ def source_receipt_id(
     head_sha: str,
     review_text: str,
 ) -> str:
-    """The generation id Flow-Next derives from a review's inputs (compact JSON preimage)."""
+    """The generation id Flow-Next derives from a review's inputs: SHA-256 of the compact JSON
+    preimage with non-ASCII text kept as UTF-8, never `\\u` escaped (as the reference hashes it)."""
     preimage = json.dumps(
         [1, review_kind, review_id, backend, round_number, head_sha, review_text],
         separators=(",", ":"),
+        ensure_ascii=False,
     )
     return "review-" + hashlib.sha256(preimage.encode("utf-8")).hexdigest()
 

@@ -1,8 +1,9 @@
 """QA receipts (`type: qa_verdict`): scenario rows, R-ID coverage and scenario carries.
 
 The contract names the row shapes and coverage values but not every receipt-level key, so this
-module pins them: rows live in `scenarios`, coverage in `rid_coverage` (R-ID -> value), and the
-prior receipt a carry reads from states `spec_id`, `branch` and `head_sha`.
+module follows what the reference writes: rows live in `scenarios`, coverage in `rid_coverage`
+as `{covered, total, rids: [{id, coverage}]}`, and the prior receipt a carry reads from states
+`spec_id`, `branch` and `head_sha`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from forkhorse.flow.rules import (
     check_string,
     child,
     fail,
+    is_int,
     require_list,
     require_mapping,
 )
@@ -32,6 +34,7 @@ MAX_EVIDENCE_PATH_CHARS: Final = 1024
 _LIVE_KEYS: Final = frozenset({"id", "rids", "outcome", "run", "evidence"})
 _CARRIED_REQUIRED: Final = frozenset({"id", "run"})
 _CARRIED_OPTIONAL: Final = frozenset({"rids", "outcome", "evidence", "head_sha"})
+_COVERAGE_KEYS: Final = frozenset({"covered", "total", "rids"})
 
 
 class CarryRefused(Exception):
@@ -149,11 +152,43 @@ def _check_rids(value: object, where: Where) -> None:
 
 def _check_coverage(value: object, rows: list[Mapping[str, Any]], where: Where) -> None:
     coverage = require_mapping(value, "qa.coverage", where)
-    for r_id, recorded in coverage.items():
-        entry_where = child(where, str(r_id))
-        if not isinstance(r_id, str) or not R_ID_PATTERN.fullmatch(r_id):
-            raise fail("qa.coverage-rid", entry_where, "must match R<digits>")
-        check_enum(recorded, COVERAGE_VALUES, rule="qa.coverage", where=entry_where)
-        derived = derive_coverage(r_id, rows)
-        if recorded in ("live", "carried") and rows and recorded != derived:
-            raise fail("qa.coverage-carried", entry_where, f"scenarios say {derived}")
+    check_closed_keys(
+        coverage,
+        required=_COVERAGE_KEYS,
+        optional=frozenset(),
+        rule_prefix="qa.coverage",
+        where=where,
+    )
+    for key in ("covered", "total"):
+        if not is_int(coverage[key]) or coverage[key] < 0:
+            raise fail("qa.coverage-count", child(where, key), "must be a non-negative integer")
+    if coverage["covered"] > coverage["total"]:
+        raise fail("qa.coverage-count", child(where, "covered"), "more than total")
+    rids_where = child(where, "rids")
+    seen: set[str] = set()
+    for index, entry in enumerate(require_list(coverage["rids"], "qa.coverage", rids_where)):
+        r_id = _check_coverage_row(entry, rows, child(rids_where, index))
+        if r_id in seen:
+            raise fail("qa.coverage-rid", child(rids_where, index, "id"), "duplicate R-ID")
+        seen.add(r_id)
+
+
+def _check_coverage_row(value: object, rows: list[Mapping[str, Any]], where: Where) -> str:
+    entry = require_mapping(value, "qa.coverage", where)
+    check_closed_keys(
+        entry,
+        required=frozenset({"id", "coverage"}),
+        optional=frozenset(),
+        rule_prefix="qa.coverage",
+        where=where,
+    )
+    r_id = entry["id"]
+    if not isinstance(r_id, str) or not R_ID_PATTERN.fullmatch(r_id):
+        raise fail("qa.coverage-rid", child(where, "id"), "must match R<digits>")
+    recorded = check_enum(
+        entry["coverage"], COVERAGE_VALUES, rule="qa.coverage", where=child(where, "coverage")
+    )
+    derived = derive_coverage(r_id, rows)
+    if recorded in ("live", "carried") and rows and recorded != derived:
+        raise fail("qa.coverage-carried", child(where, "coverage"), f"scenarios say {derived}")
+    return r_id

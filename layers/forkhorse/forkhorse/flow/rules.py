@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# `<digits>` in R-IDs and G-IDs: a positive decimal without zero padding (the reference rejects
-# G0 and G01, and R-IDs follow the same grammar).
-R_ID_PATTERN = re.compile(r"R[1-9][0-9]*")
+# R-IDs are `R<digits>` as written (`R0` and `R01` included, as reference receipts keep them);
+# G-IDs are a positive decimal without zero padding (the reference rejects G0 and G01). Digits
+# are ASCII: Python's `\d` would also take other scripts' digits.
+R_ID_PATTERN = re.compile(r"R[0-9]+")
 G_ID_PATTERN = re.compile(r"G[1-9][0-9]*")
 
 

@@ -4,6 +4,10 @@ Receipts are content-addressed, so a receipt read once is kept by digest (it can
 stale) in a cache bounded in bytes: classifying a new receipt reads only the store's digest
 list, not every earlier receipt. Attaches to the same review are serialized by one of a
 fixed set of locks, so the per-review limits hold without a global lock.
+
+A receipt is held to the strict JSON rules and the receipt bounds both when it arrives and
+when it is read back: a stored row that breaks them (written by hand, or by an older
+version) is listed as unreadable, never a failed listing.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ import logging
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from forkhorse import records
 from forkhorse.domain.canonical import RecordCorruptedError, canonical_bytes
 from forkhorse.domain.limits import ReviewReceiptLimits
+from forkhorse.domain.strict_json import InputRefused, check_value, parse_body
 from forkhorse.ports.store import Store
-from forkhorse.service.errors import Conflict, ServiceError
+from forkhorse.service.errors import BadRequest, Conflict, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,13 @@ class ReviewLineage:
         return sum(r.size for r in self.readable)
 
 
+def source_receipt_id_of(receipt: object) -> str | None:
+    """The `findings.sourceReceiptId` a receipt claims, if it claims one."""
+    findings = receipt.get("findings") if isinstance(receipt, Mapping) else None
+    source = findings.get("sourceReceiptId") if isinstance(findings, Mapping) else None
+    return source if isinstance(source, str) else None
+
+
 class ReviewReceipts:
     def __init__(self, store: Store, limits: ReviewReceiptLimits) -> None:
         self._store = store
@@ -79,6 +92,27 @@ class ReviewReceipts:
             else:
                 readable.append(stored)
         return ReviewLineage(tuple(readable), tuple(unreadable))
+
+    def canonical(self, body: object) -> bytes:
+        """The canonical bytes of a new receipt; 400 naming the rule or bound it breaks."""
+        try:
+            check_value(body, self._limits.parsing)
+        except InputRefused as refused:
+            raise BadRequest(f"The review receipt is refused: {refused}") from None
+        return canonical_bytes(body)
+
+    def check_generation(self, lineage: ReviewLineage, digest: str, body: object) -> None:
+        """A `sourceReceiptId` names one generation: refuse other content under one already
+        stored (attaching the very same receipt again is not a conflict)."""
+        source = source_receipt_id_of(body)
+        if source is None:
+            return
+        for stored in lineage.readable:
+            if stored.digest != digest and source_receipt_id_of(stored.value) == source:
+                raise Conflict(
+                    f"The review already has receipt {stored.digest} with sourceReceiptId "
+                    f"{source!r}; a generation id cannot name different content."
+                )
 
     def check_room(self, lineage: ReviewLineage, size: int) -> None:
         """Refuse a new receipt of `size` canonical bytes past any per-review limit."""
@@ -110,15 +144,18 @@ class ReviewReceipts:
                 self._cache.move_to_end(digest)
                 return cached
         try:
-            value = records.get_json(self._store, digest)
-        except (RecordCorruptedError, ValueError):  # a bad digest, chunk or JSON
-            log.warning("review receipt %s is unreadable", digest)
+            value = records.get_json(self._store, digest, self._parse)
+        except (RecordCorruptedError, ValueError) as error:  # a bad digest, chunk or JSON
+            log.warning("review receipt %s is unreadable: %s", digest, error)
             return None
         if value is None:
             return None
         stored = StoredReceipt(digest, value, len(canonical_bytes(value)))
         self._keep(stored)
         return stored
+
+    def _parse(self, data: bytes) -> object:
+        return parse_body(data, self._limits.parsing)
 
     def _keep(self, stored: StoredReceipt) -> None:
         with self._cache_lock:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from forkhorse import records
-from forkhorse.domain.canonical import RecordCorruptedError, canonical_bytes, digest_of
+from forkhorse.domain.canonical import RecordCorruptedError, digest_of
 from forkhorse.domain.limits import REVIEW_RECEIPTS
 from forkhorse.domain.model import Execution, Review
 from forkhorse.domain.receipts import Trigger, running_summary
@@ -191,7 +191,7 @@ class Reviews:
         review = self._c.project_review(project, review_id)
         if review.agent_id != caller.id:
             raise Forbidden("Only the agent that requested the review may attach receipts.")
-        encoded = canonical_bytes(body)
+        encoded = self._receipts.canonical(body)
         digest = digest_of(encoded)
         with self._receipts.attaching(review.id):
             lineage = self._receipts.lineage(review.id)
@@ -203,6 +203,7 @@ class Reviews:
                     f"The review receipt is invalid: {classification['message']}",
                     reasons=[f"{classification['rule']} at {classification['pointer'] or '/'}"],
                 )
+            self._receipts.check_generation(lineage, digest, body)
             records.put_json(self._c.store, body, self._c.clock.now())
             self._c.store.put_review_receipt(review.id, digest)
             self._receipts.remember(digest, body, len(encoded))
