@@ -1,5 +1,5 @@
-"""AgentAuthorizerFunction: the HTTP API Lambda authorizer for bearer tokens (hashes only),
-and owners' Cognito access tokens on the routes owners share with agents."""
+"""BearerTokenAuthorizerFunction: the HTTP API's one Lambda authorizer, for Forkhorse
+tokens (by hash only) and owners' Cognito access tokens; see forkhorse.api.authorizer."""
 
 from __future__ import annotations
 

@@ -46,9 +46,9 @@ def _expect(function: str, got: Any, expected: Any) -> None:
 def invoke_every_function(sam: Sam) -> None:
     seed_sample_agent()
     api_function(sam)
-    authorizer = sam.invoke("AgentAuthorizerFunction", EVENTS / "api_authorizer_request.json")
+    authorizer = sam.invoke("BearerTokenAuthorizerFunction", EVENTS / "api_authorizer_request.json")
     _expect(
-        "AgentAuthorizerFunction",
+        "BearerTokenAuthorizerFunction",
         authorizer,
         {"isAuthorized": True, "context": {"principalId": SAMPLE_AGENT, "kind": "agent"}},
     )

@@ -191,23 +191,29 @@ def test_only_the_public_routes_skip_authorization(resources: dict[str, Any]) ->
     }
 
 
-def test_agent_routes_use_the_token_authorizer_and_owner_routes_use_cognito(
+def test_every_authenticated_route_uses_the_one_bearer_token_authorizer(
     resources: dict[str, Any],
 ) -> None:
-    routes = _routes(resources)
-    assert routes[("POST", "/projects/{projectId}/reviews")] == [{"AgentToken": []}]
-    assert routes[("GET", "/projects/{projectId}/state")] == [{"AgentToken": []}]
-    for owner_route in (
-        ("POST", "/projects/{projectId}/reviews/{reviewId}/approve"),
-        ("POST", "/projects/{projectId}/reviews/{reviewId}/promote"),
-        ("PATCH", "/projects/{projectId}/settings"),
-        ("GET", "/projects/{projectId}/reviews/{reviewId}/receipt"),
-    ):
-        assert routes[owner_route] == [{"OwnerJwt": []}], owner_route
+    """Owners and agents pass the same authorizer, so an agent on an owner route reaches
+    the API and gets the spec's 403 {"error"}, not a JWT authorizer's 401."""
+    body = resources["ForkhorseHttpApi"]["Properties"]["Body"]
+    schemes = body["components"]["securitySchemes"]
+    assert set(schemes) == {"BearerToken"}
+    authorizer = schemes["BearerToken"]["x-amazon-apigateway-authorizer"]
+    assert authorizer["type"] == "request"
+    # No identity source: a request without a token reaches the API for local mode's 401;
+    # with none, caching must be (and is) off.
+    assert authorizer.get("identitySource", []) == []
+    assert authorizer["authorizerResultTtlInSeconds"] == 0
+    for route, security in _routes(resources).items():
+        assert security in ([{"NONE": []}], [{"BearerToken": []}]), route
+    assert _routes(resources)[("POST", "/projects/{projectId}/reviews/{reviewId}/approve")] == [
+        {"BearerToken": []}
+    ]
 
 
 def test_the_authorizer_can_only_read_token_hashes(resources: dict[str, Any]) -> None:
-    role = _role_of(resources, "AgentAuthorizerFunction")
+    role = _role_of(resources, "BearerTokenAuthorizerFunction")
     actions = {a for s in _statements(role) for a in _actions(s)}
     assert actions == {"dynamodb:GetItem", "dynamodb:Query"}
 

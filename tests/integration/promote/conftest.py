@@ -238,7 +238,7 @@ def _executions() -> list[dict[str, Any]]:
 
 
 _API_EVENT: dict[str, Any] = json.loads((ROOT / "events" / "api_promote.json").read_text())
-_API_EVENT["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = OWNER.id
+_API_EVENT["requestContext"]["authorizer"]["lambda"]["principalId"] = OWNER.id
 
 
 def promote_definition(receipt_machine: str) -> str:
