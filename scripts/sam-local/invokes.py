@@ -115,3 +115,6 @@ def runner_functions(sam: Sam) -> None:
     _expect("FinalizeFunction", final, {"attached": False, "status": "infrastructure-error"})
     recovery = sam.invoke("RunRecoveryFunction", EVENTS / "sfn_status_change.json")
     _expect("RunRecoveryFunction", recovery, {"finalized": False})
+    # Everything the invokes above wrote is younger than the grace period.
+    collected = sam.invoke("CollectGarbageFunction", EVENTS / "collect_garbage.json")
+    _expect("CollectGarbageFunction", collected, {"records": 0, "orphans": 0, "packs": 0})

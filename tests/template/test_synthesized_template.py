@@ -36,6 +36,7 @@ RUNNER_FUNCTIONS = (
     "FullPollFunction",
     "FinalizeFunction",
     "RunRecoveryFunction",
+    "CollectGarbageFunction",
     *PROMOTE_STEPS,
 )
 MACHINES = {
@@ -365,3 +366,42 @@ def test_recovery_watches_both_machines_and_cannot_write_canonical(
     assert pattern["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
     managed = _role_of(resources, "RunRecoveryFunction").get("ManagedPolicyArns", [])
     assert {"Ref": "NoCanonicalWritesPolicy"} in managed
+
+
+def test_the_sweeper_lists_both_machines_executions(resources: dict[str, Any]) -> None:
+    statements = _statements(_role_of(resources, "RunRecoveryFunction"))
+    [listing] = [s for s in statements if _actions(s) == ["states:ListExecutions"]]
+    assert listing["Resource"] == [
+        {"Ref": "ReceiptRunStateMachine"},
+        {"Ref": "PromoteRunStateMachine"},
+    ]
+    schedule = resources["RunRecoveryFunctionSweep"]["Properties"]["ScheduleExpression"]
+    assert schedule == "rate(5 minutes)"
+
+
+def test_the_collector_runs_hourly_and_deletes_only_records_and_packs(
+    resources: dict[str, Any],
+) -> None:
+    schedule = resources["CollectGarbageFunctionHourly"]["Properties"]["ScheduleExpression"]
+    assert schedule == "rate(1 hour)"
+    role = _role_of(resources, "CollectGarbageFunction")
+    assert role.get("ManagedPolicyArns", []) == [
+        "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+    ]
+    by_action = {a: s for s in _statements(role) for a in _actions(s)}
+    assert set(by_action) == {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:Scan",
+        "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
+        "s3:ListBucket",
+        "s3:GetObject",
+        "s3:DeleteObject",
+    }
+    for action in ("dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"):
+        condition = by_action[action]["Condition"]
+        assert condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RECORD#*"]}}
+    for action in ("s3:GetObject", "s3:DeleteObject"):
+        resource = by_action[action]["Resource"]
+        assert resource == {"Fn::Sub": "${ForkhorseBucket.Arn}/git/*/packs/*"}, action

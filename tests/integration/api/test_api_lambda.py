@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
@@ -21,7 +19,7 @@ from forkhorse.domain.model import Principal
 from forkhorse.service.identity import token_hash
 from moto import mock_aws
 
-from tests.support.aws import create_table_from_template
+from tests.support.aws import create_table_from_template, load_function
 
 ROOT = Path(__file__).resolve().parents[3]
 BUCKET = "forkhorse-api-tests"
@@ -31,15 +29,6 @@ ANONYMOUS = {"isAuthorized": True, "context": {"kind": "anonymous"}}
 
 def _event(name: str) -> dict[str, Any]:
     return json.loads((ROOT / "events" / name).read_text())  # type: ignore[no-any-return]
-
-
-def _function(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_app", ROOT / f"functions/{name}/app.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -68,7 +57,7 @@ def test_the_authorizer_resolves_token_hashes_only(aws: DynamoDbStore) -> None:
     now = datetime.now(UTC)
     agent = Principal(kind="agent", id="agent-a-0123456789ab", name="a", created_at=now)
     assert aws.create_principal(agent, token_hash("fh_example-token"))
-    authorizer = _function("authorizer")
+    authorizer = load_function("authorizer")
     event = _event("api_authorizer_request.json")
     assert authorizer.handler(event, None) == {
         "isAuthorized": True,
@@ -85,7 +74,7 @@ def test_the_authorizer_resolves_token_hashes_only(aws: DynamoDbStore) -> None:
 
 def _through_authorizer(event: dict[str, Any]) -> dict[str, Any]:
     """What API Gateway passes the API Lambda: the authorizer's context, never a refusal."""
-    decision = _function("authorizer").handler(event, None)
+    decision = load_function("authorizer").handler(event, None)
     assert decision["isAuthorized"] is True
     event["requestContext"]["authorizer"] = {"lambda": decision["context"]}
     return event
@@ -118,13 +107,13 @@ def test_refusals_on_aws_are_local_modes_status_and_error_body(
         create["headers"]["authorization"] = authorization
     local_mode = ForkhorseApi(build_aws_service())  # checks the token itself, as locally
     local = _answer(local_mode.handle(copy.deepcopy(create)))
-    on_aws = _answer(_function("api").handler(_through_authorizer(create), None))
+    on_aws = _answer(load_function("api").handler(_through_authorizer(create), None))
     assert on_aws == local == expected
     assert aws.list_projects() == []
 
 
 def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> None:
-    api = _function("api")
+    api = load_function("api")
     created = api.handler(_event("api_create_project.json"), None)
     assert created["statusCode"] == 201, created
     project = json.loads(created["body"])["project"]
@@ -144,7 +133,7 @@ def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> No
 
 
 def test_the_push_function_ignores_unknown_projects(aws: DynamoDbStore) -> None:
-    push = _function("push")
+    push = load_function("push")
     assert push.handler(_event("push_follow.json"), None) == {"moved": []}
 
 
@@ -175,7 +164,7 @@ def test_the_authorizer_admits_this_pools_owner_access_tokens_only(
     _, _, foreign = _cognito_owner("someone-elses-pool")
     monkeypatch.setenv("OWNER_USER_POOL_ID", pool)
     monkeypatch.setenv("OWNER_CLIENT_ID", client)
-    authorizer = _function("authorizer")
+    authorizer = load_function("authorizer")
     event = _event("api_authorizer_request.json")
     event["headers"]["authorization"] = f"Bearer {access}"
     decision = authorizer.handler(event, None)

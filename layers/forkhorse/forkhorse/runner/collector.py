@@ -29,6 +29,13 @@ class Collection:
     orphans: list[str] = field(default_factory=list)  # digests whose manifest-less chunks went
     packs: dict[str, list[str]] = field(default_factory=dict)  # project -> pack names
 
+    def counts(self) -> dict[str, int]:
+        return {
+            "records": len(self.records),
+            "orphans": len(self.orphans),
+            "packs": sum(len(names) for names in self.packs.values()),
+        }
+
     def lines(self) -> list[str]:
         return (
             [f"record {digest}" for digest in self.records]
