@@ -62,6 +62,12 @@ def _backdate(name: str, by: timedelta = 2 * GRACE) -> None:
         key.last_modified -= by
 
 
+def _stored_bytes(name: str) -> int:
+    """A pack's bytes in the bucket, as moto holds them (its .pack and its .idx)."""
+    bucket = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_bucket(BUCKET)
+    return sum(bucket.keys[f"git/{PROJECT}/packs/{name}.{ext}"].size for ext in ("pack", "idx"))
+
+
 def _repo(tmp_path: Path, name: str, content: str) -> tuple[Path, str]:
     repo = new_repo(tmp_path / name)
     write_files(repo, {"file.txt": content})
@@ -85,7 +91,8 @@ def packs(s3_host: S3GitHost, tmp_path: Path) -> dict[str, Any]:
     for name in names.values():
         _backdate(name)
     names["fresh"] = _import_pack(store, _repo(tmp_path, "in-flight", "pushing\n")[0])
-    return {"store": store, "names": names, "head": head, "fork_head": fork_head}
+    sizes = {name: _stored_bytes(name) for name in names.values()}
+    return {"store": store, "names": names, "head": head, "fork_head": fork_head, "sizes": sizes}
 
 
 def _cutoff() -> datetime:
@@ -96,23 +103,24 @@ def test_only_the_old_unreachable_pack_goes(s3_host: S3GitHost, packs: dict[str,
     names = packs["names"]
 
     dry = s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=True)
-    assert dry == [names["unreachable"]]
+    assert dry.packs == [names["unreachable"]]
     assert _pack_names(packs["store"]) == set(names.values()), "a dry run removes nothing"
 
     removed = s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False)
 
-    assert removed == [names["unreachable"]]
+    assert removed.packs == [names["unreachable"]]
+    assert removed.bytes_reclaimed == dry.bytes_reclaimed == packs["sizes"][names["unreachable"]]
     assert _pack_names(packs["store"]) == set(names.values()) - {names["unreachable"]}
-    assert s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False) == []
+    assert s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False).packs == []
 
 
 def test_a_review_commit_counts_as_a_tip(s3_host: S3GitHost, packs: dict[str, Any]) -> None:
     """Without the fork's ref, the fork's pack is kept only by a review naming its commit."""
     names = packs["names"]
     removed = s3_host.collect_packs(PROJECT, [], [packs["fork_head"]], _cutoff(), dry_run=True)
-    assert removed == [names["unreachable"]]
+    assert removed.packs == [names["unreachable"]]
     without = s3_host.collect_packs(PROJECT, [], [], _cutoff(), dry_run=True)
-    assert without == sorted([names["fork"], names["unreachable"]])
+    assert without.packs == sorted([names["fork"], names["unreachable"]])
 
 
 def test_a_walk_past_its_limit_removes_nothing(packs: dict[str, Any]) -> None:
@@ -128,7 +136,7 @@ def test_clones_work_after_collection(
     tmp_path: Path,
     serve_app: Callable[[Any], str],
 ) -> None:
-    assert s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False)
+    assert s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False).packs
     directory = Directory(
         tokens={"agent-a-token": GitPrincipal("agent-a", "agent")},
         members={"agent-a"},
@@ -226,7 +234,12 @@ def test_the_hourly_function_collects_within_its_grants_and_keeps_a_put_in_fligh
     with _aws_calls() as calls:
         answer = load_function("collect_garbage").handler(event, FakeLambdaContext())
 
-    assert answer == {"records": 0, "orphans": 1, "packs": 1}
+    assert answer == {
+        "records": 0,
+        "orphans": 1,
+        "packs": 1,
+        "bytesReclaimed": packs["sizes"][packs["names"]["unreachable"]],
+    }
     names = packs["names"]
     assert _pack_names(packs["store"]) == set(names.values()) - {names["unreachable"]}
     assert [stale.digest for stale in store.stale_records(now + GRACE)] == [writing]

@@ -167,7 +167,7 @@ def test_the_sweeper_settles_a_stopped_promote_the_status_rule_missed(
     _, review_id, initial, promotion_id = _stopped_promote(aws_world, "promote_acquire")
     aws_world.execution(promotion_id)  # ended
     assert not _lease_is_free(aws_world)
-    sweep = json.loads((ROOT / "events/run_recovery_sweep.json").read_text())
+    sweep = json.loads((ROOT / "events/recovery_sweep.json").read_text())
 
     answer = load_function("run_recovery").handler(sweep, FakeLambdaContext())
 
