@@ -28,7 +28,6 @@ from forkhorse.adapters.git.repack import (
     LOCK_NAME,
     REPACK_LOCK_NAME,
     MaintenanceLock,
-    RefSnapshot,
     repack,
 )
 from forkhorse.adapters.git.store import HEAD, DulwichGitStore
@@ -114,7 +113,7 @@ class DiskGitStore(DulwichGitStore):
                 return PackCollection()
             return repack(
                 self._root / "objects",
-                self._ref_snapshot,
+                self._all_tips,
                 extra,
                 written_before.timestamp(),
                 self.maintenance,
@@ -122,16 +121,10 @@ class DiskGitStore(DulwichGitStore):
                 dry_run=dry_run,
             )
 
-    def _ref_snapshot(self) -> RefSnapshot:
-        """Every ref of canonical and of every fork on disk."""
+    def _all_tips(self) -> list[bytes]:
+        """Every ref target of canonical and of every fork on disk."""
         forks = sorted(path.name[: -len(".git")] for path in (self._root / "forks").glob("*.git"))
-        snapshot: RefSnapshot = {}
-        for repo in [None, *forks]:
-            refs = self._refs_container(repo).as_dict()
-            for name, sha in refs.items():
-                if name != HEAD and valid_hexsha(sha):
-                    snapshot[(repo or "", bytes(name))] = bytes(sha)
-        return snapshot
+        return self._tips([None, *forks])
 
     def repo_path(self, fork: str | None) -> Path:
         return (

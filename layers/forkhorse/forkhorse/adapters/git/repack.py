@@ -8,8 +8,8 @@ is never touched: a push in flight has its pack, or a just-written object, newer
 A push that completes during the walk may point a ref at objects the walk saw as
 unreachable (say, a fork's history pushed again). So deletion happens under the project's
 maintenance lock, held exclusively, which every smart-HTTP request holds shared for its
-whole length, and only if no ref moved since the walk began; otherwise the round deletes
-nothing and the next one tries again.
+whole length, and only if every ref still names a tip the walk started from; otherwise the
+round deletes nothing and the next one tries again.
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ REPACK_LOCK_NAME = "repack.lock"
 # deletes nothing this round.
 LOCK_WAIT_SECONDS = 30.0
 _LOCK_POLL_SECONDS = 0.05
-
-RefSnapshot = dict[tuple[str, bytes], bytes]  # (repository, ref) -> target
 
 
 class MaintenanceLock:
@@ -128,7 +126,7 @@ def _size(paths: Iterable[Path]) -> int:
 
 def repack(
     objects_dir: Path,
-    refs: Callable[[], RefSnapshot],
+    tips: Callable[[], list[bytes]],
     extra_tips: Iterable[bytes],
     written_before: float,
     lock: MaintenanceLock,
@@ -140,10 +138,10 @@ def repack(
     time) and is unreachable. Raises ReachTooLarge past `limit`, having removed nothing.
     One at a time per project (`REPACK_LOCK_NAME`): a second would read packs the first
     deletes."""
-    before = refs()  # read first: what is stored after this is newer than the listing
+    before = set(tips())  # read first: what is stored after this is newer than the listing
     store = DiskObjectStore(str(objects_dir))
     old = _Old(_old_packs(store, written_before), _old_loose(objects_dir, written_before))
-    reached = reachable(store, [*before.values(), *extra_tips], limit)
+    reached = reachable(store, [*before, *extra_tips], limit)
     keep = sorted({sha for sha in old.ids() if sha in reached})
     unreachable = len(set(old.ids())) > len(keep)
     if not unreachable and not old.loose and len(old.packs) < 2:
@@ -156,9 +154,9 @@ def repack(
     kept = None if written is None else Path(written.data.filename).stem
     new = [] if kept is None or kept in old.packs else _pack_files(store, kept)
     with lock.exclusive(LOCK_WAIT_SECONDS) as alone:
-        if not alone or refs() != before:
-            # A request outlasted the wait, or a ref moved: the next round deletes (the
-            # consolidated pack then is one of its old packs, and kept).
+        if not alone or not set(tips()) <= before:
+            # A request outlasted the wait, or a ref names what the walk did not start
+            # from: the next round deletes (the consolidated pack then is old, and kept).
             return PackCollection()
         removed, freed = _delete_old(old, kept, written_before)
     return PackCollection(removed, freed - _size(new))
