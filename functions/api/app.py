@@ -1,5 +1,5 @@
-"""ApiFunction: the HTTP API's routes. Owners arrive through the Cognito JWT authorizer,
-agents through the Lambda authorizer; both set the request context this handler trusts."""
+"""ApiFunction: the HTTP API's routes. Owners and agents arrive through the one Lambda
+authorizer, whose resolved principal (or `anonymous`) this handler trusts."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
-"""AgentAuthorizerFunction: the HTTP API Lambda authorizer for bearer tokens (hashes only),
-and owners' Cognito access tokens on the routes owners share with agents."""
+"""BearerTokenAuthorizerFunction: the HTTP API's one Lambda authorizer, for Forkhorse
+tokens (by hash only) and owners' Cognito access tokens; see forkhorse.api.authorizer."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from forkhorse.api.authorizer import OwnerPool, authorize
-from forkhorse.api.aws import aws_store, owner_pool
+from forkhorse.api.aws import owner_pool
 from forkhorse.ports.store import Store
+from forkhorse.wiring.aws import table_store
 
 _wiring: tuple[Store, OwnerPool | None] | None = None
 
@@ -15,6 +16,6 @@ _wiring: tuple[Store, OwnerPool | None] | None = None
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _wiring
     if _wiring is None:
-        _wiring = (aws_store(), owner_pool())
+        _wiring = (table_store(), owner_pool())
     store, pool = _wiring
     return authorize(store, event, pool)

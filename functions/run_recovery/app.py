@@ -15,7 +15,8 @@ STATUS_CHANGE = "Step Functions Execution Status Change"
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("detail-type") != STATUS_CHANGE:
         machine = os.environ["STATE_MACHINE_ARN"]
-        return recovery.sweep(providers.runner(), boto3.client("stepfunctions"), machine)
+        promotes = (providers.promote(), os.environ["PROMOTE_STATE_MACHINE_ARN"])
+        return recovery.sweep(providers.runner(), boto3.client("stepfunctions"), machine, promotes)
     if recovery.is_promote(event):
         return recovery.on_promote_status_change(providers.promote(), event)
     return recovery.on_status_change(providers.runner(), event)

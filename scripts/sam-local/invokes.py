@@ -46,9 +46,9 @@ def _expect(function: str, got: Any, expected: Any) -> None:
 def invoke_every_function(sam: Sam) -> None:
     seed_sample_agent()
     api_function(sam)
-    authorizer = sam.invoke("AgentAuthorizerFunction", EVENTS / "api_authorizer_request.json")
+    authorizer = sam.invoke("BearerTokenAuthorizerFunction", EVENTS / "api_authorizer_request.json")
     _expect(
-        "AgentAuthorizerFunction",
+        "BearerTokenAuthorizerFunction",
         authorizer,
         {"isAuthorized": True, "context": {"principalId": SAMPLE_AGENT, "kind": "agent"}},
     )
@@ -115,3 +115,7 @@ def runner_functions(sam: Sam) -> None:
     _expect("FinalizeFunction", final, {"attached": False, "status": "infrastructure-error"})
     recovery = sam.invoke("RunRecoveryFunction", EVENTS / "sfn_status_change.json")
     _expect("RunRecoveryFunction", recovery, {"finalized": False})
+    # Everything the invokes above wrote is younger than the grace period.
+    collected = sam.invoke("CollectGarbageFunction", EVENTS / "collect_garbage.json")
+    nothing = {"records": 0, "orphans": 0, "packs": 0, "bytesReclaimed": 0}
+    _expect("CollectGarbageFunction", collected, nothing)

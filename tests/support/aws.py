@@ -1,11 +1,16 @@
 """AWS test helpers: moto tables built from template.yaml, so tests and template cannot drift."""
 
+import importlib.util
+import itertools
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+_loads = itertools.count()
 TABLE_RESOURCE = "ForkhorseTable"
 
 
@@ -52,3 +57,14 @@ def create_table_from_template(dynamodb_client: Any, table_name: str = "forkhors
     )
     dynamodb_client.get_waiter("table_exists").wait(TableName=table_name)
     return table_name
+
+
+def load_function(directory: str) -> ModuleType:
+    """`functions/<directory>/app.py`, loaded afresh: a new Lambda container each time."""
+    path = ROOT / "functions" / directory / "app.py"
+    spec = importlib.util.spec_from_file_location(f"fn_{directory}_{next(_loads)}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from forkhorse.domain.canonical import canonical_bytes, digest_of
 from forkhorse.domain.logs import bound_log
 from forkhorse.domain.model import Fork, Packet, Principal, Project, ProjectSettings, Review
 from forkhorse.domain.receipts import (
@@ -14,6 +16,7 @@ from forkhorse.domain.receipts import (
     running_summary,
 )
 from forkhorse.ports.store import Store
+from forkhorse.records import put_record
 
 # Overwrites one stored chunk in place: (digest, index, text). Each backend provides one.
 Tamper = Callable[[str, int, str], None]
@@ -113,3 +116,21 @@ def record(
 
 def final_summary(rec: ReceiptRecord, digest: str | None = None) -> ReceiptSummary:
     return rec.summary(digest)
+
+
+def record_digest(rec: ReceiptRecord) -> str:
+    return digest_of(canonical_bytes(rec.model_dump(mode="json")))
+
+
+def crash_before_manifest(store: Store, rec: ReceiptRecord, now: datetime) -> str:
+    """Put `rec` but fail between its chunks and its manifest: what a crashed put leaves,
+    and what a put still in flight looks like. Returns its digest."""
+
+    def crash(*args: object) -> None:
+        raise RuntimeError("power cut")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "_write_manifest", crash)
+        with pytest.raises(RuntimeError, match="power cut"):
+            put_record(store, rec, now)
+    return record_digest(rec)

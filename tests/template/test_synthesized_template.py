@@ -36,6 +36,7 @@ RUNNER_FUNCTIONS = (
     "FullPollFunction",
     "FinalizeFunction",
     "RunRecoveryFunction",
+    "CollectGarbageFunction",
     *PROMOTE_STEPS,
 )
 MACHINES = {
@@ -191,24 +192,31 @@ def test_only_the_public_routes_skip_authorization(resources: dict[str, Any]) ->
     }
 
 
-def test_agent_routes_use_the_token_authorizer_and_owner_routes_use_cognito(
+def test_every_authenticated_route_uses_the_one_bearer_token_authorizer(
     resources: dict[str, Any],
 ) -> None:
-    routes = _routes(resources)
-    assert routes[("POST", "/projects/{projectId}/reviews")] == [{"AgentToken": []}]
-    assert routes[("GET", "/projects/{projectId}/state")] == [{"AgentToken": []}]
+    """Owners and agents pass the same authorizer, so an agent on an owner route reaches
+    the API and gets the spec's 403 {"error"}, not a JWT authorizer's 401."""
+    body = resources["ForkhorseHttpApi"]["Properties"]["Body"]
+    schemes = body["components"]["securitySchemes"]
+    assert set(schemes) == {"BearerToken"}
+    authorizer = schemes["BearerToken"]["x-amazon-apigateway-authorizer"]
+    assert authorizer["type"] == "request"
+    # No identity source: a request without a token reaches the API for local mode's 401;
+    # with none, caching must be (and is) off.
+    assert authorizer.get("identitySource", []) == []
+    assert authorizer["authorizerResultTtlInSeconds"] == 0
+    for route, security in _routes(resources).items():
+        assert security in ([{"NONE": []}], [{"BearerToken": []}]), route
     for owner_route in (
         ("POST", "/projects/{projectId}/reviews/{reviewId}/approve"),
-        ("POST", "/projects/{projectId}/reviews/{reviewId}/promote"),
-        ("PATCH", "/projects/{projectId}/settings"),
         ("PUT", "/projects/{projectId}/policy"),
-        ("GET", "/projects/{projectId}/reviews/{reviewId}/receipt"),
     ):
-        assert routes[owner_route] == [{"OwnerJwt": []}], owner_route
+        assert _routes(resources)[owner_route] == [{"BearerToken": []}], owner_route
 
 
 def test_the_authorizer_can_only_read_token_hashes(resources: dict[str, Any]) -> None:
-    role = _role_of(resources, "AgentAuthorizerFunction")
+    role = _role_of(resources, "BearerTokenAuthorizerFunction")
     actions = {a for s in _statements(role) for a in _actions(s)}
     assert actions == {"dynamodb:GetItem", "dynamodb:Query"}
 
@@ -360,3 +368,42 @@ def test_recovery_watches_both_machines_and_cannot_write_canonical(
     assert pattern["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
     managed = _role_of(resources, "RunRecoveryFunction").get("ManagedPolicyArns", [])
     assert {"Ref": "NoCanonicalWritesPolicy"} in managed
+
+
+def test_the_sweeper_lists_both_machines_executions(resources: dict[str, Any]) -> None:
+    statements = _statements(_role_of(resources, "RunRecoveryFunction"))
+    [listing] = [s for s in statements if _actions(s) == ["states:ListExecutions"]]
+    assert listing["Resource"] == [
+        {"Ref": "ReceiptRunStateMachine"},
+        {"Ref": "PromoteRunStateMachine"},
+    ]
+    schedule = resources["RunRecoveryFunctionSweep"]["Properties"]["ScheduleExpression"]
+    assert schedule == "rate(5 minutes)"
+
+
+def test_the_collector_runs_hourly_and_deletes_only_records_and_packs(
+    resources: dict[str, Any],
+) -> None:
+    schedule = resources["CollectGarbageFunctionHourly"]["Properties"]["ScheduleExpression"]
+    assert schedule == "rate(1 hour)"
+    role = _role_of(resources, "CollectGarbageFunction")
+    assert role.get("ManagedPolicyArns", []) == [
+        "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+    ]
+    by_action = {a: s for s in _statements(role) for a in _actions(s)}
+    assert set(by_action) == {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:Scan",
+        "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
+        "s3:ListBucket",
+        "s3:GetObject",
+        "s3:DeleteObject",
+    }
+    for action in ("dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"):
+        condition = by_action[action]["Condition"]
+        assert condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RECORD#*"]}}
+    for action in ("s3:GetObject", "s3:DeleteObject"):
+        resource = by_action[action]["Resource"]
+        assert resource == {"Fn::Sub": "${ForkhorseBucket.Arn}/git/*/packs/*"}, action

@@ -1,5 +1,6 @@
-"""`forkhorse gc`: collect a local home's unreferenced records and orphan chunks now
-(`serve` also does it at every start, in the background)."""
+"""`forkhorse gc`: collect a local home's unreferenced records and orphan chunks, and
+repack each project's repositories pruning their unreachable objects, now (`serve` also
+does it at every start, in the background)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sqlite_store import DATABASE_NAME, SqliteStore
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.collector import DEFAULT_GRACE, collect
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    gc = subparsers.add_parser("gc", help="remove unreferenced records and orphan chunks")
+    gc = subparsers.add_parser(
+        "gc", help="remove unreferenced records and orphan chunks; repack and prune git data"
+    )
     gc.add_argument(
         "--home",
         type=Path,
@@ -41,11 +45,15 @@ def _gc(args: argparse.Namespace) -> int:
     store = SqliteStore(args.home)
     try:
         grace = timedelta(seconds=args.grace_seconds)
-        collection = collect(store, SystemClock().now(), grace, dry_run=args.dry_run)
+        collection = collect(
+            store, SystemClock().now(), grace, packs=DiskGitHost(args.home), dry_run=args.dry_run
+        )
     finally:
         store.close()
     verb = "would remove" if args.dry_run else "removed"
     for line in collection.lines():
         print(f"{verb} {line}")
     print(f"{verb} {len(collection.records)} records, {len(collection.orphans)} orphan chunk sets")
+    if not args.dry_run:
+        print(f"reclaimed {collection.bytes_reclaimed} bytes of git data")
     return 0

@@ -2,39 +2,33 @@
 
 from __future__ import annotations
 
-import importlib.util
+import copy
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
 import pytest
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.api import guards
+from forkhorse.api.app import ForkhorseApi
+from forkhorse.api.aws import build_aws_service
 from forkhorse.domain.model import Principal
 from forkhorse.service.identity import token_hash
 from moto import mock_aws
 
-from tests.support.aws import create_table_from_template
+from tests.support.aws import create_table_from_template, load_function
 
 ROOT = Path(__file__).resolve().parents[3]
 BUCKET = "forkhorse-api-tests"
 OWNER_SUB = "6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c"
+ANONYMOUS = {"isAuthorized": True, "context": {"kind": "anonymous"}}
 
 
 def _event(name: str) -> dict[str, Any]:
     return json.loads((ROOT / "events" / name).read_text())  # type: ignore[no-any-return]
-
-
-def _function(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_app", ROOT / f"functions/{name}/app.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -63,23 +57,63 @@ def test_the_authorizer_resolves_token_hashes_only(aws: DynamoDbStore) -> None:
     now = datetime.now(UTC)
     agent = Principal(kind="agent", id="agent-a-0123456789ab", name="a", created_at=now)
     assert aws.create_principal(agent, token_hash("fh_example-token"))
-    authorizer = _function("authorizer")
+    authorizer = load_function("authorizer")
     event = _event("api_authorizer_request.json")
     assert authorizer.handler(event, None) == {
         "isAuthorized": True,
         "context": {"principalId": "agent-a-0123456789ab", "kind": "agent"},
     }
     event["headers"]["authorization"] = "Bearer fh_unknown"
-    assert authorizer.handler(event, None) == {"isAuthorized": False}
+    assert authorizer.handler(event, None) == ANONYMOUS
     aws.revoke_principal(agent.id)
     event["headers"]["authorization"] = "Bearer fh_example-token"
-    assert authorizer.handler(event, None) == {"isAuthorized": False}
+    assert authorizer.handler(event, None) == ANONYMOUS
+    del event["headers"]["authorization"]
+    assert authorizer.handler(event, None) == ANONYMOUS
 
 
-def test_the_api_function_trusts_the_cognito_owner_and_the_lambda_authorizer(
-    aws: DynamoDbStore,
+def _through_authorizer(event: dict[str, Any]) -> dict[str, Any]:
+    """What API Gateway passes the API Lambda: the authorizer's context, never a refusal."""
+    decision = load_function("authorizer").handler(event, None)
+    assert decision["isAuthorized"] is True
+    event["requestContext"]["authorizer"] = {"lambda": decision["context"]}
+    return event
+
+
+def _answer(response: dict[str, Any]) -> tuple[int, Any]:
+    return response["statusCode"], json.loads(response["body"])
+
+
+@pytest.mark.parametrize(
+    ("authorization", "expected"),
+    [
+        ("Bearer fh_example-token", (403, {"error": "Only an owner may create projects."})),
+        (None, (401, {"error": guards.NO_CREDENTIALS})),
+        ("Bearer fh_unknown", (401, {"error": guards.BAD_CREDENTIALS})),
+        ("Basic b3duZXI6cHc=", (401, {"error": guards.NO_CREDENTIALS})),
+    ],
+)
+def test_refusals_on_aws_are_local_modes_status_and_error_body(
+    aws: DynamoDbStore, authorization: str | None, expected: tuple[int, Any]
 ) -> None:
-    api = _function("api")
+    """Spec: an agent on an owner route gets 403 with an {"error"} body; a missing or dead
+    token gets 401 in local mode's words, never API Gateway's {"message"} bodies."""
+    now = datetime.now(UTC)
+    agent = Principal(kind="agent", id="agent-a-0123456789ab", name="a", created_at=now)
+    assert aws.create_principal(agent, token_hash("fh_example-token"))
+    create = _event("api_create_project.json")
+    del create["requestContext"]["authorizer"]
+    if authorization is not None:
+        create["headers"]["authorization"] = authorization
+    local_mode = ForkhorseApi(build_aws_service())  # checks the token itself, as locally
+    local = _answer(local_mode.handle(copy.deepcopy(create)))
+    on_aws = _answer(load_function("api").handler(_through_authorizer(create), None))
+    assert on_aws == local == expected
+    assert aws.list_projects() == []
+
+
+def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> None:
+    api = load_function("api")
     created = api.handler(_event("api_create_project.json"), None)
     assert created["statusCode"] == 201, created
     project = json.loads(created["body"])["project"]
@@ -118,7 +152,7 @@ def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) 
 
 
 def test_the_push_function_ignores_unknown_projects(aws: DynamoDbStore) -> None:
-    push = _function("push")
+    push = load_function("push")
     assert push.handler(_event("push_follow.json"), None) == {"moved": []}
 
 
@@ -149,7 +183,7 @@ def test_the_authorizer_admits_this_pools_owner_access_tokens_only(
     _, _, foreign = _cognito_owner("someone-elses-pool")
     monkeypatch.setenv("OWNER_USER_POOL_ID", pool)
     monkeypatch.setenv("OWNER_CLIENT_ID", client)
-    authorizer = _function("authorizer")
+    authorizer = load_function("authorizer")
     event = _event("api_authorizer_request.json")
     event["headers"]["authorization"] = f"Bearer {access}"
     decision = authorizer.handler(event, None)
@@ -158,6 +192,6 @@ def test_the_authorizer_admits_this_pools_owner_access_tokens_only(
     sub = boto3.client("cognito-idp").get_user(AccessToken=access)["UserAttributes"]
     assert decision["context"]["principalId"] == next(a["Value"] for a in sub if a["Name"] == "sub")
     event["headers"]["authorization"] = f"Bearer {foreign}"
-    assert authorizer.handler(event, None) == {"isAuthorized": False}, "another pool's token"
+    assert authorizer.handler(event, None) == ANONYMOUS, "another pool's token"
     event["headers"]["authorization"] = f"Bearer {access[:-4]}AAAA"
-    assert authorizer.handler(event, None) == {"isAuthorized": False}, "a forged signature"
+    assert authorizer.handler(event, None) == ANONYMOUS, "a forged signature"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
 import json
 import time
 from collections.abc import Iterator
@@ -47,7 +46,7 @@ from tests.integration.runner.test_step_functions_drift import (
     _definition,
     _load_handler,
 )
-from tests.support.aws import create_table_from_template
+from tests.support.aws import create_table_from_template, load_function
 from tests.support.gitrepo import commit_files
 from tests.support.lambda_context import FakeLambdaContext
 
@@ -95,18 +94,6 @@ class Crash(Exception):
     """A step's Lambda dies after its work is done (Lambda reports an unhandled error)."""
 
 
-def _module(directory: str) -> ModuleType:
-    """A function's handler module, loaded afresh: a new Lambda container, a new service."""
-    spec = importlib.util.spec_from_file_location(
-        f"fn_{directory}_{time.monotonic_ns()}", ROOT / "functions" / directory / "app.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @dataclass
 class Lane:
     agent: Caller
@@ -140,7 +127,7 @@ class AwsWorld:
         event["body"] = None if body is None else json.dumps(body)
         if method == "GET":
             event["headers"].pop("content-type", None)
-        handler = (api or _module("api")).handler
+        handler = (api or load_function("api")).handler
         response = handler(event, FakeLambdaContext())
         return response["statusCode"], json.loads(response["body"])
 
@@ -238,7 +225,7 @@ def _executions() -> list[dict[str, Any]]:
 
 
 _API_EVENT: dict[str, Any] = json.loads((ROOT / "events" / "api_promote.json").read_text())
-_API_EVENT["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = OWNER.id
+_API_EVENT["requestContext"]["authorizer"]["lambda"]["principalId"] = OWNER.id
 
 
 def promote_definition(receipt_machine: str) -> str:

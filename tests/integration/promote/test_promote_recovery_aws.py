@@ -22,8 +22,8 @@ from tests.integration.promote.conftest import (
     ROOT,
     AwsWorld,
     _capability,
-    _module,
 )
+from tests.support.aws import load_function
 from tests.support.lambda_context import FakeLambdaContext
 
 
@@ -66,7 +66,7 @@ def _status_change(world: AwsWorld, promotion_id: str) -> dict[str, Any]:
 def _recover(world: AwsWorld, promotion_id: str) -> dict[str, Any]:
     """The real RunRecoveryFunction handler, in a fresh container."""
     event = _status_change(world, promotion_id)
-    answer: dict[str, Any] = _module("run_recovery").handler(event, FakeLambdaContext())
+    answer: dict[str, Any] = load_function("run_recovery").handler(event, FakeLambdaContext())
     return answer
 
 
@@ -102,7 +102,9 @@ def test_a_promote_stopped_while_pending_fails_as_stopped_and_frees_the_lease(
     assert aws_world.store.open_promotion(aws_world.project_id) is not None
     assert not _lease_is_free(aws_world)
 
-    assert _module("run_recovery").handler(event, FakeLambdaContext()) == {"promotion": "failed"}
+    assert load_function("run_recovery").handler(event, FakeLambdaContext()) == {
+        "promotion": "failed"
+    }
     assert _refusal(aws_world, review_id) == (409, {"error": JOB_STOPPED})
     assert aws_world.store.open_promotion(aws_world.project_id) is None
     assert _lease_is_free(aws_world)
@@ -155,3 +157,23 @@ def test_a_write_that_landed_before_the_execution_died_is_reconciled_as_done(
         promotion_id,
     )
     assert _lease_is_free(aws_world)
+
+
+def test_the_sweeper_settles_a_stopped_promote_the_status_rule_missed(
+    aws_world: AwsWorld,
+) -> None:
+    """No status-change event arrives (EventBridge dropped it): the 5-minute sweep lists
+    PromoteRun's interrupted executions too, settles the promotion and frees the lease."""
+    _, review_id, initial, promotion_id = _stopped_promote(aws_world, "promote_acquire")
+    aws_world.execution(promotion_id)  # ended
+    assert not _lease_is_free(aws_world)
+    sweep = json.loads((ROOT / "events/recovery_sweep.json").read_text())
+
+    answer = load_function("run_recovery").handler(sweep, FakeLambdaContext())
+
+    assert answer["promotionsSettled"] == 1
+    assert _refusal(aws_world, review_id) == (409, {"error": JOB_STOPPED})
+    assert _lease_is_free(aws_world)
+    assert (aws_world.canonical(), aws_world.store.ledger(aws_world.project_id)) == (initial, [])
+    again = load_function("run_recovery").handler(sweep, FakeLambdaContext())
+    assert again["promotionsSettled"] == 0, "a settled promotion is not settled again"

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import re
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sqlite_store import SqliteStore
 from forkhorse.cli import main
+from forkhorse.domain.model import Project
 from forkhorse.records import get_record, put_record
 
-from tests.support.store import record
+from tests.integration.git.conftest import (
+    PROJECT,
+    commit_all,
+    import_as_canonical,
+    import_objects,
+    new_repo,
+    write_files,
+)
+from tests.support.resources import tree_bytes
+from tests.support.store import T0, crash_before_manifest, record
 
 
 def _home_with_garbage(home: Path) -> tuple[str, str]:
@@ -18,15 +32,7 @@ def _home_with_garbage(home: Path) -> tuple[str, str]:
     store = SqliteStore(home)
     old = datetime.now(UTC) - timedelta(hours=2)
     unreferenced = put_record(store, record(generation="stale"), old)
-
-    def crash(*args: object) -> None:
-        raise RuntimeError("power cut")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "_write_manifest", crash)
-        with pytest.raises(RuntimeError):
-            put_record(store, record(generation="crashed"), old)
-    orphan = next(s.digest for s in store.stale_records(datetime.now(UTC)) if not s.has_manifest)
+    orphan = crash_before_manifest(store, record(generation="crashed"), old)
     store.close()
     return unreferenced, orphan
 
@@ -55,3 +61,38 @@ def test_gc_lists_then_removes(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 def test_gc_refuses_a_home_without_state(tmp_path: Path) -> None:
     assert main(["gc", "--home", str(tmp_path / "missing")]) == 2
+
+
+def test_gc_repacks_a_projects_repositories_and_reports_the_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """canonical's history in one pack and an abandoned import's 200 KiB in another, both
+    two hours old: gc leaves one pack and the disk shrinks by what it reports."""
+    home = tmp_path / "home"
+    store = SqliteStore(home)
+    store.create_project(Project(id=PROJECT, name="p", owner_id="owner", created_at=T0))
+    store.close()
+    repos = DiskGitHost(home).store(PROJECT)
+    source = new_repo(tmp_path / "canonical")
+    write_files(source, {"README.md": "hello\n"})
+    import_as_canonical(repos, source, commit_all(source))
+    abandoned = new_repo(tmp_path / "abandoned")
+    write_files(abandoned, {"big.bin": os.urandom(200 * 1024)})
+    commit_all(abandoned)
+    import_objects(repos, abandoned)
+    objects = home / "git" / PROJECT / "objects"
+    then = time.time() - 7200
+    for path in objects.rglob("*"):
+        os.utime(path, (then, then))
+    before = tree_bytes(objects)
+
+    assert main(["gc", "--home", str(home)]) == 0
+
+    reported = int(re.findall(r"reclaimed (\d+) bytes", capsys.readouterr().out)[0])
+    measured = before - tree_bytes(objects)
+    assert measured >= 200 * 1024
+    assert abs(reported - measured) <= 6 * 4096  # sizes against blocks, a few files
+    assert len(list((objects / "pack").glob("*.pack"))) == 1
+    head = repos.head()
+    assert head is not None
+    assert repos.read_commit(head).tree

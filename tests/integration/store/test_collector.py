@@ -7,37 +7,28 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from forkhorse.domain.canonical import canonical_bytes, digest_of
 from forkhorse.domain.model import LedgerEntry, Promotion
-from forkhorse.domain.receipts import ReceiptRecord
 from forkhorse.ports.store import Store
 from forkhorse.records import get_record, put_json, put_record
 from forkhorse.runner.collector import DEFAULT_GRACE, collect_records
 
-from tests.support.store import COMMIT, T0, final_summary, record, seed_review
+from tests.support.store import (
+    COMMIT,
+    T0,
+    crash_before_manifest,
+    final_summary,
+    record,
+    record_digest,
+    seed_review,
+)
 
 AFTER_GRACE = T0 + DEFAULT_GRACE + timedelta(seconds=1)
 LONG_AFTER = T0 + 3 * DEFAULT_GRACE
 TTL = timedelta(seconds=30)
 
 
-def _digest(rec: ReceiptRecord) -> str:
-    return digest_of(canonical_bytes(rec.model_dump(mode="json")))
-
-
-def _crash_before_manifest(store: Store, rec: ReceiptRecord, now: datetime) -> str:
-    def crash(*args: object) -> None:
-        raise RuntimeError("power cut")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "_write_manifest", crash)
-        with pytest.raises(RuntimeError, match="power cut"):
-            put_record(store, rec, now)
-    return _digest(rec)
-
-
 def test_orphan_chunks_go_after_the_grace_period_and_not_before(store: Store) -> None:
-    digest = _crash_before_manifest(store, record(generation="crashed", checks=6), T0)
+    digest = crash_before_manifest(store, record(generation="crashed", checks=6), T0)
 
     early = collect_records(store, T0 + DEFAULT_GRACE - timedelta(seconds=1))
     assert (early.records, early.orphans) == ([], [])
@@ -139,7 +130,7 @@ def _race(store: Store, put_at: datetime, collect: Callable[[], object]) -> tupl
         outcome = collect()
         collected.wait()
         writer.join(timeout=30)
-    assert results == [_digest(rec)], "the put finished"
+    assert results == [record_digest(rec)], "the put finished"
     attach_at = put_at + timedelta(seconds=1)
     assert store.claim_packet("p1", "agent-1", TTL, attach_at) is not None  # renewed
     assert store.attach(

@@ -1,11 +1,16 @@
-"""The HTTP API Lambda authorizer (payload 2.0, simple responses).
+"""The HTTP API's one Lambda authorizer (payload 2.0, simple responses), on every
+authenticated route.
 
-It admits two kinds of bearer token:
+It resolves two kinds of bearer token:
 - Forkhorse tokens (owners' API tokens and agents' tokens), looked up by their SHA-256;
-- owners' Cognito access tokens, so that a console signed in through the hosted UI can
-  also call the routes that owners share with agents. Cognito's GetUser verifies the
-  token; its issuer and client must then be this deployment's pool and console client,
-  because GetUser accepts a valid token of any pool.
+- owners' Cognito access tokens from the console's hosted-UI sign-in. Cognito's GetUser
+  verifies the token; its issuer and client must then be this deployment's pool and console
+  client, because GetUser accepts a valid token of any pool.
+
+It never refuses: a request without a live token goes on as `anonymous`, and the API
+answers it exactly as local mode does (401 with an `{"error"}` body), rather than API
+Gateway's own `{"message"}` bodies. Who may do what (an agent on an owner route: 403) is
+the service's decision, the same in both modes.
 """
 
 from __future__ import annotations
@@ -16,13 +21,15 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from forkhorse.api.guards import ANONYMOUS, bearer_token
 from forkhorse.ports.store import Store
 from forkhorse.service.identity import token_hash
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
 
-DENY: dict[str, Any] = {"isAuthorized": False}
+# Admitted with no identity: the API Lambda answers 401 in local mode's words.
+UNAUTHENTICATED: dict[str, Any] = {"isAuthorized": True, "context": {"kind": ANONYMOUS}}
 
 
 @dataclass(frozen=True)
@@ -34,15 +41,6 @@ class OwnerPool:
     client_id: str
 
 
-def bearer_token(event: dict[str, Any]) -> str | None:
-    for name, value in (event.get("headers") or {}).items():
-        if name.lower() == "authorization":
-            scheme, _, token = str(value).partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-    return None
-
-
 def _allow(principal_id: str, kind: str) -> dict[str, Any]:
     return {"isAuthorized": True, "context": {"principalId": principal_id, "kind": kind}}
 
@@ -50,12 +48,12 @@ def _allow(principal_id: str, kind: str) -> dict[str, Any]:
 def authorize(store: Store, event: dict[str, Any], pool: OwnerPool | None = None) -> dict[str, Any]:
     token = bearer_token(event)
     if token is None:
-        return DENY
+        return UNAUTHENTICATED
     principal = store.find_principal_by_token_hash(token_hash(token))
     if principal is not None and not principal.revoked:
         return _allow(principal.id, principal.kind)
     owner = None if pool is None else cognito_owner(pool, token)
-    return DENY if owner is None else _allow(owner, "owner")
+    return UNAUTHENTICATED if owner is None else _allow(owner, "owner")
 
 
 def _claims(token: str) -> dict[str, Any] | None:

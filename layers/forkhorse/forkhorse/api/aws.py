@@ -13,19 +13,12 @@ from functools import cache
 
 import boto3
 
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.api.authorizer import OwnerPool
 from forkhorse.ports.clock import SystemClock
-from forkhorse.ports.store import Store
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.service.context import Context
-from forkhorse.wiring.aws import git_host
-
-
-def aws_store() -> Store:
-    return DynamoDbStore(boto3.client("dynamodb"), os.environ["TABLE_NAME"])
-
+from forkhorse.wiring.aws import git_host, table_store
 
 # A queued promotion is presumed dead if its PromoteRun has not taken the lease by then:
 # longer than Acquire's LeaseBusy retries in statemachine/promote.asl.json (a test checks).
@@ -53,7 +46,7 @@ def aws_orchestrator() -> StepFunctionsOrchestrator:
 
 
 def build_aws_service() -> Service:
-    return Service(aws_store(), git_host(), aws_orchestrator(), SystemClock(), aws_settings())
+    return Service(table_store(), git_host(), aws_orchestrator(), SystemClock(), aws_settings())
 
 
 @cache

@@ -30,6 +30,8 @@ CROSS_ORIGIN = "Cross-origin requests are refused."
 NOT_JSON = "Content-Type must be application/json."
 NO_CREDENTIALS = "Authentication required: send Authorization: Bearer <token>."
 BAD_CREDENTIALS = "The token is unknown or revoked."
+# The Lambda authorizer's kind for a request it admitted without an identity.
+ANONYMOUS = "anonymous"
 NOT_BASE64 = "The body is marked base64 but is not valid base64."
 
 
@@ -122,12 +124,8 @@ def check_json_body(event: Mapping[str, Any], raw: bytes, limits: ApiInputLimits
 
 
 def authorizer_caller(event: Mapping[str, Any]) -> Caller | None:
-    """On AWS: an owner from the Cognito JWT authorizer's claims, or the principal the
-    Lambda authorizer resolved from an agent's token hash."""
+    """On AWS: the principal the Lambda authorizer resolved (None if it resolved none)."""
     authorizer = event.get("requestContext", {}).get("authorizer") or {}
-    claims = (authorizer.get("jwt") or {}).get("claims") or {}
-    if isinstance(claims.get("sub"), str) and claims["sub"]:
-        return Caller(id=claims["sub"], kind="owner")
     resolved = authorizer.get("lambda") or {}
     kind = resolved.get("kind")
     if isinstance(resolved.get("principalId"), str) and kind in ("owner", "agent"):
@@ -143,14 +141,13 @@ def bearer_token(event: Mapping[str, Any]) -> str | None:
 def authenticate(
     event: Mapping[str, Any], tokens: TokenAuthenticator, trust_authorizer: bool
 ) -> Caller:
+    """The caller, or a 401 in the same words in both modes. Behind the authorizer, a
+    token it could not resolve is not looked up again."""
+    token = bearer_token(event)
     if trust_authorizer:
         caller = authorizer_caller(event)
-        if caller is not None:
-            return caller
-    token = bearer_token(event)
-    if token is None:
-        raise Unauthorized(NO_CREDENTIALS)
-    caller = tokens(token)
-    if caller is None:
-        raise Unauthorized(BAD_CREDENTIALS)
-    return caller
+    else:
+        caller = None if token is None else tokens(token)
+    if caller is not None:
+        return caller
+    raise Unauthorized(NO_CREDENTIALS if token is None else BAD_CREDENTIALS)

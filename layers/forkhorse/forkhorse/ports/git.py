@@ -8,7 +8,7 @@ the promote path mints.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Protocol
@@ -131,6 +131,15 @@ class GitHost(Protocol):
     def store(self, project: str) -> GitStore: ...
 
 
+@dataclass(frozen=True)
+class PackCollection:
+    """What collecting one project's pack data removed: packs by name, and the bytes that
+    freed (net of any consolidated pack written in their place)."""
+
+    packs: list[str] = field(default_factory=list)
+    bytes_reclaimed: int = 0
+
+
 class PackCollector(Protocol):
     """Drops a project's pack data that no tip reaches and that was stored before a time."""
 
@@ -142,4 +151,4 @@ class PackCollector(Protocol):
         written_before: datetime,
         *,
         dry_run: bool,
-    ) -> list[str]: ...
+    ) -> PackCollection: ...

@@ -1,5 +1,6 @@
-"""Garbage collection: records nothing references, chunks no manifest names, and (on AWS)
-pack data no ref reaches, each only once older than a grace period.
+"""Garbage collection: records nothing references, chunks no manifest names, and pack data
+no ref reaches (S3 packs on AWS; locally, each project's repositories are repacked and
+pruned), each only once older than a grace period.
 
 Safety against live writers comes from three rules. Anything written (or, for a record
 put again, touched) within the grace period is kept. Anything written since the oldest
@@ -15,7 +16,7 @@ from datetime import datetime, timedelta
 
 from forkhorse.domain.model import Project, Review
 from forkhorse.domain.receipts import parse_timestamp
-from forkhorse.ports.git import PackCollector
+from forkhorse.ports.git import PackCollection, PackCollector
 from forkhorse.ports.store import Store
 
 DEFAULT_GRACE = timedelta(hours=1)
@@ -28,6 +29,15 @@ class Collection:
     records: list[str] = field(default_factory=list)  # unreferenced records, by digest
     orphans: list[str] = field(default_factory=list)  # digests whose manifest-less chunks went
     packs: dict[str, list[str]] = field(default_factory=dict)  # project -> pack names
+    bytes_reclaimed: int = 0  # by the packs' collection (net of consolidated packs)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "records": len(self.records),
+            "orphans": len(self.orphans),
+            "packs": sum(len(names) for names in self.packs.values()),
+            "bytesReclaimed": self.bytes_reclaimed,
+        }
 
     def lines(self) -> list[str]:
         return (
@@ -104,20 +114,20 @@ def collect_packs(
     grace: timedelta = DEFAULT_GRACE,
     *,
     dry_run: bool = False,
-) -> dict[str, list[str]]:
-    """Every project's unreachable packs; reviews' commits count as tips too, so a review
-    whose fork ref moved away keeps its commit readable."""
-    removed: dict[str, list[str]] = {}
+) -> dict[str, PackCollection]:
+    """Every project's unreachable pack data; reviews' commits count as tips too, so a
+    review whose fork ref moved away keeps its commit readable."""
+    collected: dict[str, PackCollection] = {}
     for project in store.list_projects():
         forks = [fork.id for fork in store.list_forks(project.id)]
         reviews = store.list_reviews(project.id)
         tips = {review.commit for review in reviews} | {
             review.execution.commit for review in reviews if review.execution is not None
         }
-        names = packs.collect_packs(project.id, forks, tips, now - grace, dry_run=dry_run)
-        if names:
-            removed[project.id] = names
-    return removed
+        found = packs.collect_packs(project.id, forks, tips, now - grace, dry_run=dry_run)
+        if found.packs or found.bytes_reclaimed:
+            collected[project.id] = found
+    return collected
 
 
 def collect(
@@ -132,5 +142,7 @@ def collect(
     keeps packs (S3)."""
     collection = collect_records(store, now, grace, dry_run=dry_run)
     if packs is not None:
-        collection.packs = collect_packs(store, packs, now, grace, dry_run=dry_run)
+        found = collect_packs(store, packs, now, grace, dry_run=dry_run)
+        collection.packs = {project: pack.packs for project, pack in found.items()}
+        collection.bytes_reclaimed = sum(pack.bytes_reclaimed for pack in found.values())
     return collection

@@ -6,8 +6,8 @@ run exported under `<home>/checkouts/` (`remove_stale_exports`).
 
 On AWS, two triggers call this: an EventBridge rule on the state machines' execution status
 changes, and a scheduled sweeper that catches anything the rule missed and destroys orphan
-tasks. The rule also sees PromoteRun executions that died without reaching their Settle
-state: their promotions are settled as a killed local workflow's are (`settle_stopped`).
+tasks. Both also see PromoteRun executions that died without reaching their Settle state:
+their promotions are settled as a killed local workflow's are (`settle_stopped`).
 All are idempotent: finalizing applies only while that generation is current and still
 running, so it never touches a newer execution, and a settled promotion stays settled.
 """
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import timedelta
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.run import RunRef
-from forkhorse.ports.git import PackCollector
-from forkhorse.runner.collector import DEFAULT_GRACE, collect
 from forkhorse.runner.promote_steps import PromoteDeps, settle_stopped
 from forkhorse.runner.steps import EXPORT_PREFIX, RunnerDeps, finalize
 
@@ -70,35 +68,48 @@ def on_promote_status_change(deps: PromoteDeps, event: dict[str, Any]) -> dict[s
     return {"promotion": settle_stopped(deps, ids["projectId"], ids["promotionId"])}
 
 
-def sweep(deps: RunnerDeps, sfn: SFNClient, state_machine_arn: str) -> dict[str, Any]:
-    """Finalize recently interrupted executions and destroy tasks of dead executions."""
-    finalized = 0
+def _interrupted_inputs(sfn: SFNClient, state_machine_arn: str) -> Iterator[str]:
+    """The inputs of the machine's most recent FAILED, TIMED_OUT and ABORTED executions."""
     for status in INTERRUPTED:
         listed = sfn.list_executions(
             stateMachineArn=state_machine_arn, statusFilter=status, maxResults=SWEEP_PAGE
         )
         for execution in listed["executions"]:
             described = sfn.describe_execution(executionArn=execution["executionArn"])
-            finalized += finalize_interrupted(deps, described.get("input", "{}"))
+            yield described.get("input", "{}")
+
+
+def settle_interrupted_promotes(deps: PromoteDeps, sfn: SFNClient, machine_arn: str) -> int:
+    """Settle the promotions of interrupted PromoteRun executions still open; how many."""
+    settled = 0
+    for execution_input in _interrupted_inputs(sfn, machine_arn):
+        ids = json.loads(execution_input)
+        promotion = deps.store.get_promotion(ids["projectId"], ids["promotionId"])
+        if promotion is None or promotion.settled_at is not None:
+            continue
+        settled += settle_stopped(deps, promotion.project_id, promotion.id) in ("done", "failed")
+    return settled
+
+
+def sweep(
+    deps: RunnerDeps,
+    sfn: SFNClient,
+    state_machine_arn: str,
+    promotes: tuple[PromoteDeps, str] | None = None,
+) -> dict[str, Any]:
+    """Finalize recently interrupted ReceiptRuns, settle interrupted PromoteRuns' promotions
+    (`promotes`: their ports and machine) and destroy tasks of dead executions."""
+    finalized = sum(
+        finalize_interrupted(deps, execution_input)
+        for execution_input in _interrupted_inputs(sfn, state_machine_arn)
+    )
+    settled = 0 if promotes is None else settle_interrupted_promotes(promotes[0], sfn, promotes[1])
     running = sfn.list_executions(
         stateMachineArn=state_machine_arn, statusFilter="RUNNING", maxResults=1000
     )
     live = frozenset(execution["name"] for execution in running["executions"])
     removed = deps.containers.cleanup_orphans(live)
-    return {"finalized": finalized, "orphansRemoved": len(removed)}
-
-
-def collect_garbage(
-    deps: RunnerDeps, packs: PackCollector | None, grace: timedelta = DEFAULT_GRACE
-) -> dict[str, Any]:
-    """For the scheduled sweeper (not called by `sweep`: it scans the table and walks every
-    project's history, so it belongs on a slower schedule than the 5-minute sweep)."""
-    collection = collect(deps.store, deps.clock.now(), grace, packs=packs)
-    return {
-        "records": len(collection.records),
-        "orphans": len(collection.orphans),
-        "packs": sum(len(names) for names in collection.packs.values()),
-    }
+    return {"finalized": finalized, "promotionsSettled": settled, "orphansRemoved": len(removed)}
 
 
 def remove_stale_exports(checkouts: Path, live: frozenset[str]) -> list[Path]:

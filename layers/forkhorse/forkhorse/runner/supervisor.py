@@ -23,6 +23,7 @@ from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.domain.model import InvalidatedExecution
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.containers import ContainerHandle
+from forkhorse.ports.git import PackCollector
 from forkhorse.runner import steps
 from forkhorse.runner.collector import collect
 from forkhorse.runner.history import ExecutionHistory, read_history
@@ -49,8 +50,10 @@ class LocalSupervisor:
         history_dir: Path,
         limits: QueueLimits = QUEUE,
         checkouts: Path | None = None,
+        packs: PackCollector | None = None,
     ) -> None:
         self._deps = deps
+        self._packs = packs
         self._quick_deps = quick_deps
         self._history_dir = history_dir
         self._scheduler = FairScheduler(limits)
@@ -97,12 +100,17 @@ class LocalSupervisor:
         self._collect_garbage()
 
     def _collect_garbage(self) -> None:
-        """Records nothing references and chunks a crash left without a manifest. Runs
-        after the scheduler is released: the collector is safe against live runs."""
+        """Records nothing references, chunks a crash left without a manifest, and the
+        repositories' unreachable objects (repacked). Runs after the scheduler is released:
+        the collector is safe against live runs and pushes."""
         try:
-            removed = collect(self._deps.store, self._deps.clock.now()).lines()
-            if removed:
-                log.warning("collected %d unreferenced records or orphan chunks", len(removed))
+            collection = collect(self._deps.store, self._deps.clock.now(), packs=self._packs)
+            if collection.lines():
+                log.warning(
+                    "collected %d records, orphan chunk sets or packs; reclaimed %d git bytes",
+                    len(collection.lines()),
+                    collection.bytes_reclaimed,
+                )
         except Exception:
             log.exception("garbage collection failed; it runs again at the next start")
 

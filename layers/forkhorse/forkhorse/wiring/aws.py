@@ -43,13 +43,16 @@ def git_host(env: Mapping[str, str] = os.environ) -> S3GitHost:
     )
 
 
+def table_store(env: Mapping[str, str] = os.environ) -> DynamoDbStore:
+    return DynamoDbStore(boto3.client("dynamodb"), env["TABLE_NAME"])
+
+
 @cache
 def runner_deps() -> RunnerDeps:
     """The trusted steps: Store, git, Fargate and the evidence drop."""
-    store = DynamoDbStore(boto3.client("dynamodb"), os.environ["TABLE_NAME"])
     git = git_host()
     return RunnerDeps(
-        store=store,
+        store=table_store(),
         git=git,
         containers=FargateContainerPort(
             FargateSettings.from_environment(), boto3.client("ecs"), boto3.client("logs")

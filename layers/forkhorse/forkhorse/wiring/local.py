@@ -101,6 +101,7 @@ def build_local_runtime(
         home / HISTORY_DIR,
         limits=queue or queue_limits(os.environ),
         checkouts=checkouts,
+        packs=git,
     )
     supervisor.recover()
     journal = SqlitePromoteJournal(store.path)

@@ -12,17 +12,32 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from datetime import datetime
 from pathlib import Path
 
 from dulwich.object_store import DiskObjectStore
-from dulwich.objects import ObjectID
+from dulwich.objects import ObjectID, valid_hexsha
 from dulwich.refs import DiskRefsContainer, Ref, RefsContainer
 from dulwich.repo import Repo
 
 from forkhorse.adapters.git.ingest import SessionPackReceiver, sweep_stale_spools
+from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT
+from forkhorse.adapters.git.repack import (
+    LOCK_NAME,
+    REPACK_LOCK_NAME,
+    MaintenanceLock,
+    repack,
+)
 from forkhorse.adapters.git.store import HEAD, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name
-from forkhorse.ports.git import ARCHIVE_URL_TTL_SECONDS, DEFAULT_BRANCH, ArchiveLink
+from forkhorse.ports.git import (
+    ARCHIVE_URL_TTL_SECONDS,
+    DEFAULT_BRANCH,
+    ArchiveLink,
+    PackCollection,
+)
 
 
 class DiskGitHost:
@@ -36,6 +51,21 @@ class DiskGitHost:
         if not is_valid_repo_name(project):
             raise ValueError("Invalid project id.")
         return DiskGitStore(project, self._root / project, self._archives)
+
+    def collect_packs(
+        self,
+        project_id: str,
+        forks: Iterable[str],
+        extra_tips: Iterable[str],
+        written_before: datetime,
+        *,
+        dry_run: bool,
+    ) -> PackCollection:
+        """Repack the project's repositories and prune their unreachable objects (see
+        `repack`); every fork on disk counts, whatever `forks` lists."""
+        if not (self._root / project_id / "canonical.git").is_dir():
+            return PackCollection()
+        return self.store(project_id).repack(extra_tips, written_before, dry_run=dry_run)
 
 
 class _DiskObjects(SessionPackReceiver, DiskObjectStore):
@@ -59,6 +89,42 @@ class DiskGitStore(DulwichGitStore):
 
     def _open_objects(self) -> _DiskObjects:
         return _DiskObjects(str(self._root / "objects"))
+
+    @property
+    def maintenance(self) -> MaintenanceLock:
+        return MaintenanceLock(self._root / LOCK_NAME)
+
+    def serving(self) -> AbstractContextManager[None]:
+        """Held by every smart-HTTP request: a repack deletes only while none is in flight."""
+        return self.maintenance.shared()
+
+    def repack(
+        self,
+        extra_tips: Iterable[str],
+        written_before: datetime,
+        *,
+        dry_run: bool,
+        limit: int = DEFAULT_REACH_LIMIT,
+    ) -> PackCollection:
+        """Nothing while another repack of this project runs (see `repack`)."""
+        extra = [tip.encode("ascii") for tip in extra_tips if valid_hexsha(tip)]
+        with MaintenanceLock(self._root / REPACK_LOCK_NAME).exclusive(0) as alone:
+            if not alone:
+                return PackCollection()
+            return repack(
+                self._root / "objects",
+                self._all_tips,
+                extra,
+                written_before.timestamp(),
+                self.maintenance,
+                limit=limit,
+                dry_run=dry_run,
+            )
+
+    def _all_tips(self) -> list[bytes]:
+        """Every ref target of canonical and of every fork on disk."""
+        forks = sorted(path.name[: -len(".git")] for path in (self._root / "forks").glob("*.git"))
+        return self._tips([None, *forks])
 
     def repo_path(self, fork: str | None) -> Path:
         return (

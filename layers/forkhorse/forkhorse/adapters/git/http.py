@@ -177,14 +177,15 @@ class GitHttpApp:
             message = f"A {service} request needs Content-Type application/x-{service}-request."
             return git_error(request.start_response, 415, service, message)
         response = DeferredResponse(request.start_response, f"application/x-{service}-result")
-        try:
-            body = RequestBody.from_environ(environ, self._max_request_bytes)
-            body.require_content()
-            if request.route.operation == "read":
-                return self._upload_pack(request, body, response)
-        except Refused as refused:
-            return git_error(request.start_response, refused.status, service, refused.message)
-        return self._receive_pack(request, body, response)
+        with request.store.serving():
+            try:
+                body = RequestBody.from_environ(environ, self._max_request_bytes)
+                body.require_content()
+                if request.route.operation == "read":
+                    return self._upload_pack(request, body, response)
+            except Refused as refused:
+                return git_error(request.start_response, refused.status, service, refused.message)
+            return self._receive_pack(request, body, response)
 
     def _upload_pack(
         self, request: _Request, body: RequestBody, response: DeferredResponse

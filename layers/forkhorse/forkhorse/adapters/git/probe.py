@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from dulwich.object_store import BaseObjectStore, DiskObjectStore
 from dulwich.objects import ObjectID, valid_hexsha
-from dulwich.pack import Pack
+from dulwich.pack import Pack, PackFileDisappeared
 
 from forkhorse.domain.snapshot import SnapshotUnavailable
 
@@ -49,9 +49,14 @@ def probe_object(store: BaseObjectStore, sha: str, limit: int) -> ObjectProbe:
     if not valid_hexsha(sha):
         raise SnapshotUnavailable()
     hexsha = sha.encode("ascii")
-    location = _locate_packed(store, hexsha)
-    if location is not None:
-        return _probe_packed(store, location, limit)
+    for _ in range(2):  # a repack may remove the pack found before it is read: look again
+        location = _locate_packed(store, hexsha)
+        if location is None:
+            break
+        try:
+            return _probe_packed(store, location, limit)
+        except PackFileDisappeared:
+            continue
     if isinstance(store, DiskObjectStore):
         return _probe_loose(store, hexsha, limit)
     raise SnapshotUnavailable()
@@ -77,7 +82,7 @@ def _locate_packed(store: BaseObjectStore, hexsha: bytes) -> _Location | None:
         for pack in packs:
             try:
                 return pack, int(pack.index.object_offset(ObjectID(hexsha)))
-            except KeyError:
+            except (KeyError, PackFileDisappeared):
                 continue
     return None
 

@@ -25,7 +25,12 @@ from forkhorse.adapters.git.ingest import SessionPackReceiver
 from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT, reachable
 from forkhorse.adapters.git.store import HEAD, ZERO_SHA, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name
-from forkhorse.ports.git import ARCHIVE_URL_TTL_SECONDS, DEFAULT_BRANCH, ArchiveLink
+from forkhorse.ports.git import (
+    ARCHIVE_URL_TTL_SECONDS,
+    DEFAULT_BRANCH,
+    ArchiveLink,
+    PackCollection,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -49,31 +54,33 @@ class S3PackObjectStore(SessionPackReceiver, BucketBasedObjectStore):
         self._bucket = bucket
         self._prefix = prefix
 
-    def _pack_files(self) -> dict[str, dict[str, datetime]]:
-        """Each pack name's stored parts (`pack`, `idx`) and when each was uploaded."""
-        files: dict[str, dict[str, datetime]] = {}
+    def _pack_files(self) -> dict[str, dict[str, tuple[datetime, int]]]:
+        """Each pack name's stored parts (`pack`, `idx`): when each was uploaded, its size."""
+        files: dict[str, dict[str, tuple[datetime, int]]] = {}
         paginator = self._s3.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self._bucket, Prefix=self._prefix):
             for item in page.get("Contents", []):
                 name, _, extension = item["Key"][len(self._prefix) :].rpartition(".")
-                files.setdefault(name, {})[extension] = item["LastModified"]
+                files.setdefault(name, {})[extension] = (item["LastModified"], item["Size"])
         return files
 
     def _iter_pack_names(self) -> Iterator[str]:
         files = self._pack_files()
         return iter(sorted(name for name, parts in files.items() if parts.keys() >= _COMPLETE))
 
-    def unreachable_packs(self, reached: set[bytes], written_before: datetime) -> list[str]:
+    def unreachable_packs(self, reached: set[bytes], written_before: datetime) -> PackCollection:
         """Packs (or a crashed upload's lone part) uploaded before `written_before` holding
-        no reached object. A newer pack is kept: its push may not have written its refs."""
-        found = []
+        no reached object, and their bytes. A newer pack is kept: its push may not have
+        written its refs."""
+        names, freed = [], 0
         for name, parts in sorted(self._pack_files().items()):
-            if max(parts.values()) >= written_before:
+            if max(uploaded for uploaded, _ in parts.values()) >= written_before:
                 continue
             if parts.keys() >= _COMPLETE and not reached.isdisjoint(self._load_pack_index(name)):
                 continue
-            found.append(name)
-        return found
+            names.append(name)
+            freed += sum(size for _, size in parts.values())
+        return PackCollection(names, freed)
 
     def remove_packs(self, names: list[str]) -> None:
         for name in names:
@@ -222,10 +229,10 @@ class S3GitHost:
         written_before: datetime,
         *,
         dry_run: bool,
-    ) -> list[str]:
+    ) -> PackCollection:
         store = self.store(project_id)
         if not store.exists():
-            return []
+            return PackCollection()
         return store.collect_packs(forks, extra_tips, written_before, dry_run=dry_run)
 
 
@@ -250,18 +257,19 @@ class S3GitStore(DulwichGitStore):
         *,
         dry_run: bool,
         limit: int = DEFAULT_REACH_LIMIT,
-    ) -> list[str]:
+    ) -> PackCollection:
         """Drop whole packs that nothing reaches from canonical's and the forks' refs (or
-        `extra_tips`), uploaded before `written_before`; returns their names. A pack with
-        any reached object is kept whole (no rewrite). Raises ReachTooLarge past `limit`."""
+        `extra_tips`), uploaded before `written_before`; returns their names and bytes. A
+        pack with any reached object is kept whole (no rewrite). Raises ReachTooLarge past
+        `limit`."""
         repos = [None, *(fork for fork in forks if self.exists(fork))]
         extra = (tip.encode("ascii") for tip in extra_tips if valid_hexsha(tip))
         objects = self._open_objects()  # refs are read first: a later push's pack is newer
         reached = reachable(objects, [*self._tips(repos), *extra], limit)
-        names = objects.unreachable_packs(reached, written_before)
+        found = objects.unreachable_packs(reached, written_before)
         if not dry_run:
-            objects.remove_packs(names)
-        return names
+            objects.remove_packs(found.packs)
+        return found
 
     def exists(self, fork: str | None = None) -> bool:
         key = {"pk": {"S": self._pk(fork)}, "sk": {"S": _META}}

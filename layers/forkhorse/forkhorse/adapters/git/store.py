@@ -13,6 +13,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 from dulwich.config import ConfigFile, StackedConfig
@@ -171,6 +172,11 @@ class DulwichGitStore(ABC):
             while len(self._snapshots) > _SNAPSHOT_CACHE:
                 self._snapshots.popitem(last=False)
         return snapshot
+
+    def serving(self) -> AbstractContextManager[None]:
+        """Held for the length of one smart-HTTP request; the disk store's keeps a repack
+        from deleting anything while the request is in flight."""
+        return nullcontext()
 
     def served_repo(self, fork: str | None) -> ServedRepo:
         """A dulwich repository view for one smart-HTTP request.
