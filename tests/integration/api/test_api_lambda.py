@@ -133,7 +133,7 @@ def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> No
 
 
 def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) -> None:
-    api = _function("api")
+    api = load_function("api")
     created = api.handler(_event("api_create_project.json"), None)
     project_id = json.loads(created["body"])["project"]["id"]
     policy = _event("api_set_policy.json")
