@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from forkhorse.domain.model import LedgerEntry, Promotion
+from forkhorse.ports.git import PackCollection
 from forkhorse.ports.store import Store
 from forkhorse.records import get_record, put_json, put_record
-from forkhorse.runner.collector import DEFAULT_GRACE, collect_records
+from forkhorse.runner.collector import DEFAULT_GRACE, collect, collect_records
 
 from tests.support.store import (
     COMMIT,
@@ -166,3 +167,29 @@ def test_a_put_stalled_past_the_grace_period_still_ends_whole(store: Store) -> N
     _race(store, T0, collect_everything)
 
     assert sum(removed) > 0, "the collection did take chunks of the unfinished put"
+
+
+class _OneProjectTooLarge:
+    """A PackCollector whose walk of `refused` is refused, as the hosts answer past the limit."""
+
+    def __init__(self, refused: str) -> None:
+        self.refused = refused
+        self.asked: list[str] = []
+
+    def collect_packs(self, project_id: str, *_args: Any, dry_run: bool) -> PackCollection:
+        self.asked.append(project_id)
+        if project_id == self.refused:
+            return PackCollection(skipped="more than 2 objects are reachable")
+        return PackCollection(["pack-a"], 10)
+
+
+def test_a_project_too_large_to_walk_is_named_and_the_others_collected(store: Store) -> None:
+    seed_review(store)
+    store.create_project(store.get_project("proj").model_copy(update={"id": "big"}))  # type: ignore[union-attr]
+    packs = _OneProjectTooLarge("big")
+    collection = collect(store, T0 + 2 * DEFAULT_GRACE, packs=packs)
+    assert sorted(packs.asked) == ["big", "proj"]
+    assert collection.packs == {"proj": ["pack-a"]}
+    assert collection.skipped == {"big": "more than 2 objects are reachable"}
+    assert "skipped big: more than 2 objects are reachable" in collection.lines()
+    assert collection.counts()["projectsSkipped"] == 1

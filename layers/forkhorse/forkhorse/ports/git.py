@@ -138,6 +138,7 @@ class PackCollection:
 
     packs: list[str] = field(default_factory=list)
     bytes_reclaimed: int = 0
+    skipped: str | None = None  # why nothing was collected (the walk refused), if it was not
 
 
 class PackCollector(Protocol):

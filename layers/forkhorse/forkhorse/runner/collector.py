@@ -30,6 +30,7 @@ class Collection:
     orphans: list[str] = field(default_factory=list)  # digests whose manifest-less chunks went
     packs: dict[str, list[str]] = field(default_factory=dict)  # project -> pack names
     bytes_reclaimed: int = 0  # by the packs' collection (net of consolidated packs)
+    skipped: dict[str, str] = field(default_factory=dict)  # project -> why its packs were kept
 
     def counts(self) -> dict[str, int]:
         return {
@@ -37,6 +38,7 @@ class Collection:
             "orphans": len(self.orphans),
             "packs": sum(len(names) for names in self.packs.values()),
             "bytesReclaimed": self.bytes_reclaimed,
+            "projectsSkipped": len(self.skipped),
         }
 
     def lines(self) -> list[str]:
@@ -44,6 +46,7 @@ class Collection:
             [f"record {digest}" for digest in self.records]
             + [f"orphan chunks {digest}" for digest in self.orphans]
             + [f"pack {project} {name}" for project, names in self.packs.items() for name in names]
+            + [f"skipped {project}: {why}" for project, why in self.skipped.items()]
         )
 
 
@@ -125,7 +128,7 @@ def collect_packs(
             review.execution.commit for review in reviews if review.execution is not None
         }
         found = packs.collect_packs(project.id, forks, tips, now - grace, dry_run=dry_run)
-        if found.packs or found.bytes_reclaimed:
+        if found.packs or found.bytes_reclaimed or found.skipped:
             collected[project.id] = found
     return collected
 
@@ -143,6 +146,9 @@ def collect(
     collection = collect_records(store, now, grace, dry_run=dry_run)
     if packs is not None:
         found = collect_packs(store, packs, now, grace, dry_run=dry_run)
-        collection.packs = {project: pack.packs for project, pack in found.items()}
+        collection.packs = {project: pack.packs for project, pack in found.items() if pack.packs}
+        collection.skipped = {
+            project: pack.skipped for project, pack in found.items() if pack.skipped
+        }
         collection.bytes_reclaimed = sum(pack.bytes_reclaimed for pack in found.values())
     return collection
