@@ -14,6 +14,7 @@ from forkhorse.adapters.sqlite_store import SqliteStore
 from forkhorse.cli import main
 from forkhorse.domain.model import Project
 from forkhorse.records import get_record, put_record
+from forkhorse.wiring.local import build_local_runtime
 
 from tests.integration.git.conftest import (
     PROJECT,
@@ -96,3 +97,24 @@ def test_gc_repacks_a_projects_repositories_and_reports_the_bytes(
     head = repos.head()
     assert head is not None
     assert repos.read_commit(head).tree
+
+
+def test_a_long_lived_local_runtime_collects_at_each_interval(tmp_path: Path) -> None:
+    """Garbage made after the start is collected by the next interval, not the next start."""
+    home = tmp_path / "home"
+    runtime = build_local_runtime(home, collect_every=timedelta(seconds=0.2))
+    try:
+        assert runtime.supervisor.recovered(60)
+        orphan = crash_before_manifest(
+            runtime.store, record(generation="later"), datetime.now(UTC) - timedelta(hours=2)
+        )
+        deadline = time.monotonic() + 60
+        while _has_orphan(runtime.store, orphan) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _has_orphan(runtime.store, orphan)
+    finally:
+        runtime.close()
+
+
+def _has_orphan(store: SqliteStore, digest: str) -> bool:
+    return any(stale.digest == digest for stale in store.stale_records(datetime.now(UTC)))

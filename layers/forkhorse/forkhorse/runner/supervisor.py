@@ -16,6 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 Step = Callable[[steps.RunnerDeps, dict[str, Any]], dict[str, Any]]
 QUEUE_CHECK_NAME = "receipt queue"
 SUPERSEDED = "A newer execution of this review superseded this one."
+COLLECT_EVERY = timedelta(hours=1)  # as the AWS collector's schedule
 
 
 class LocalSupervisor:
@@ -51,6 +53,7 @@ class LocalSupervisor:
         limits: QueueLimits = QUEUE,
         checkouts: Path | None = None,
         packs: PackCollector | None = None,
+        collect_every: timedelta = COLLECT_EVERY,
     ) -> None:
         self._deps = deps
         self._packs = packs
@@ -63,6 +66,8 @@ class LocalSupervisor:
         self._promotes: LocalPromotes | None = None
         self._recovery = threading.Thread(target=lambda: None)
         self._recovery.start()
+        self._collect_every = collect_every
+        self._stopping = threading.Event()
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -98,6 +103,14 @@ class LocalSupervisor:
         finally:
             self._scheduler.release()
         self._collect_garbage()
+        threading.Thread(
+            target=self._collect_periodically, name="garbage-collection", daemon=True
+        ).start()
+
+    def _collect_periodically(self) -> None:
+        """A long-lived server collects as the AWS schedule does, not only at its start."""
+        while not self._stopping.wait(self._collect_every.total_seconds()):
+            self._collect_garbage()
 
     def _collect_garbage(self) -> None:
         """Records nothing references, chunks a crash left without a manifest, and the
@@ -112,7 +125,7 @@ class LocalSupervisor:
                     collection.bytes_reclaimed,
                 )
         except Exception:
-            log.exception("garbage collection failed; it runs again at the next start")
+            log.exception("garbage collection failed; it runs again at the next interval")
 
     def remove_stale_exports(self) -> list[Path]:
         """Checkouts exported for executions that are no longer running (a kill leaves them)."""
@@ -125,6 +138,7 @@ class LocalSupervisor:
         self._promotes = promotes
 
     def shutdown(self) -> None:
+        self._stopping.set()
         for job in self._scheduler.shutdown():
             self._resolve(job.key, cancelled=True)
 

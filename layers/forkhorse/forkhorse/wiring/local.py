@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from datetime import timedelta
 from pathlib import Path
 
 from forkhorse.adapters.containers.images import ImageRegistry
@@ -29,7 +30,7 @@ from forkhorse.runner.steps import (
     RunnerDeps,
     exported_checkout,
 )
-from forkhorse.runner.supervisor import LocalSupervisor
+from forkhorse.runner.supervisor import COLLECT_EVERY, LocalSupervisor
 
 CHECKOUTS_DIR = "checkouts"
 HISTORY_DIR = "history"
@@ -73,6 +74,7 @@ def build_local_runtime(
     containers: ContainerPort | None = None,
     images: ImageRegistry | None = None,
     queue: QueueLimits | None = None,
+    collect_every: timedelta = COLLECT_EVERY,
 ) -> LocalRuntime:
     """Wire local mode under `home`. Interrupted runs become infrastructure errors before
     any work is accepted; orphan containers and stale exports go in the background.
@@ -102,6 +104,7 @@ def build_local_runtime(
         limits=queue or queue_limits(os.environ),
         checkouts=checkouts,
         packs=git,
+        collect_every=collect_every,
     )
     supervisor.recover()
     journal = SqlitePromoteJournal(store.path)
