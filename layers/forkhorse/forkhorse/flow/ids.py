@@ -31,6 +31,7 @@ def source_receipt_id(
     """The generation id Flow-Next derives from a review's inputs (compact JSON preimage)."""
     preimage = json.dumps(
         [1, review_kind, review_id, backend, round_number, head_sha, review_text],
+        ensure_ascii=False,  # the preimage is the raw UTF-8 text, as the reference hashes it
         separators=(",", ":"),
     )
     return "review-" + hashlib.sha256(preimage.encode("utf-8")).hexdigest()
