@@ -22,6 +22,7 @@ from forkhorse.flow.criteria import CRITERIA_RECEIPT_TYPE, bind_criteria, parse_
 from forkhorse.flow.envelope import KIND_BY_TYPE, check_receipt
 from forkhorse.flow.findings import validate_container
 from forkhorse.flow.history import (
+    HistoryConflict,
     atomic_write_json,
     history_dir,
     publish_latest,
@@ -107,9 +108,10 @@ def load_prior(receipt_path: Path, *, review_type: str, review_id: str, backend:
     scope = (review_type, review_id, backend)
     if not receipt_path.exists():
         folder = history_dir(receipt_path)
-        if not folder.is_dir():
+        entries = _count_up_to(folder, FLOW_PRODUCER.history_entries + 1) if folder.is_dir() else 0
+        if entries == 0:  # the writers' lock creates the folder: empty means no history
             return None
-        if _count_up_to(folder, FLOW_PRODUCER.history_entries + 1) > FLOW_PRODUCER.history_entries:
+        if entries > FLOW_PRODUCER.history_entries:
             raise AttachError(f"more than {FLOW_PRODUCER.history_entries} entries in {folder}")
         tip = recover_tip(receipt_path)
         if tip is None or _scope(tip) != scope:
@@ -205,6 +207,8 @@ def attach(
             _journal_then_publish(receipt_path, updated)
         except RuleViolation as violation:
             raise AttachError(f"the receipt would be invalid: {violation}") from None
+        except HistoryConflict as exc:
+            raise AttachError(str(exc)) from None
     return AttachResult(receipt_path, updated, findings is not None, criteria_attached)
 
 
@@ -241,8 +245,8 @@ def _finish_journal(receipt_path: Path) -> bool:
         pending = read_bounded_json(journal)
         receipt = pending["receipt"]
         publish_latest(receipt_path, receipt)
-    except (ValueError, KeyError, TypeError, RuleViolation) as exc:
-        raise AttachError(f"unreadable attach journal {journal}: {exc}") from None
+    except (ValueError, KeyError, TypeError, RuleViolation, HistoryConflict) as exc:
+        raise AttachError(f"unusable attach journal {journal}: {exc}") from None
     _drop_journal(journal)
     return True
 

@@ -1,0 +1,137 @@
+"""`forkhorse review-findings|gate receipt|qa|criteria|triage-skip`: writing Flow-Next receipts.
+
+Registered by `forkhorse.flow.cli.register`; same conventions: `--json` for machine output,
+exit 0 done, 1 a clean "no" (nothing written), 2 usage or I/O error (nothing changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from forkhorse.flow import cli, gate_receipts, green, producer, standing
+from forkhorse.flow.producer import AttachError, read_bounded_json, read_bounded_text
+
+type Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def register(subparsers: Subparsers, gate: Subparsers) -> None:
+    findings = cli._group(subparsers, "review-findings", "attach structured findings to receipts")
+    attach = cli._leaf(
+        findings, "attach", "parse reviewer prose and publish the receipt atomically", _attach
+    )
+    attach.add_argument("--receipt", required=True, type=Path, help="the receipt path")
+    attach.add_argument("--input", required=True, type=Path, help="base receipt JSON")
+    attach.add_argument("--review-file", required=True, type=Path, help="reviewer output")
+    attach.add_argument("--head", required=True, help="reviewed head (a commit-ish)")
+    attach.add_argument("--base", help="reviewed base (a commit-ish); anchors need it")
+
+    receipt = cli._leaf(gate, "receipt", "record a passing gate command as a green receipt", _gate)
+    receipt.add_argument("--id", required=True, dest="gate_id", metavar="GATE")
+    receipt.add_argument("command", metavar="COMMAND", nargs="+")
+
+    criteria = cli._group(subparsers, "criteria", "standing criteria in .flow/criteria.md")
+    cli._leaf(criteria, "list", "list the configured standing criteria", _criteria_list)
+
+
+def repo_root() -> Path:
+    return Path(cli._git(Path.cwd(), "rev-parse", "--show-toplevel").decode().strip())
+
+
+def resolve_commit(ref: str) -> str:
+    """A full commit id for `ref`, resolved locally."""
+    value = cli._git(Path.cwd(), "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+    return value.decode().strip()
+
+
+# --- review-findings attach --------------------------------------------------------------------
+
+
+def _attach(args: argparse.Namespace) -> int:
+    try:
+        receipt = read_bounded_json(args.input)
+        review_text = read_bounded_text(args.review_file)
+    except (ValueError, UnicodeError) as exc:
+        raise cli.UsageError(f"review-findings attach input error: {exc}") from None
+    if not isinstance(receipt, dict):
+        raise cli.UsageError("review-findings attach input must be a JSON object")
+    head = resolve_commit(args.head)
+    base = resolve_commit(args.base) if args.base else None
+    try:
+        configured = standing.configured_ids(repo_root())
+        result = producer.attach(
+            receipt,
+            review_text,
+            args.receipt,
+            head_sha=head,
+            base_sha=base,
+            configured_criteria=configured,
+        )
+    except (AttachError, standing.CriteriaError) as exc:
+        raise cli.UsageError(str(exc)) from None
+    state = "attached" if result.findings_attached else "unsupported"
+    cli._emit(args, result.payload(), f"review findings {state}: {result.receipt_path}")
+    return cli.EXIT_YES
+
+
+# --- gate receipt ------------------------------------------------------------------------------
+
+
+def _gate(args: argparse.Namespace) -> int:
+    if not green.is_valid_gate_id(args.gate_id):
+        raise cli.UsageError(f"invalid gate id {args.gate_id!r}")
+    command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
+    root = repo_root()
+    head = cli._head(root)
+    dirty = cli._dirty(root)
+    if dirty:
+        message = f"worktree dirty outside the ignore set ({dirty[0]}) - receipt not warrantable"
+        cli._emit(args, {"written": False, "reason": message}, f"NO_RECEIPT: {message}")
+        return cli.EXIT_NO
+    try:
+        recorded = gate_receipts.record(
+            root, head_sha=head, gate_id=args.gate_id, command=command, now=datetime.now(UTC)
+        )
+    except gate_receipts.OutsideRepository as exc:
+        raise cli.UsageError(f"{exc} - refusing to write") from None
+    relative = recorded.path.relative_to(root).as_posix()
+    payload = {
+        "gate_id": args.gate_id,
+        "head_sha": head,
+        "sha8": head[:8],
+        "command_sha256": recorded.receipt["command_sha256"],
+        "path": relative,
+        "timestamp": recorded.receipt["timestamp"],
+        "pruned": list(recorded.pruned),
+    }
+    cli._emit(args, payload, f"GREEN_RECEIPT: {relative}")
+    return cli.EXIT_YES
+
+
+# --- criteria list -----------------------------------------------------------------------------
+
+
+def _criteria_list(args: argparse.Namespace) -> int:
+    root = repo_root()
+    try:
+        entries = standing.read_criteria(root)
+    except standing.CriteriaError as exc:
+        raise cli.UsageError(str(exc)) from None
+    path = standing.criteria_path(root)
+    payload: dict[str, Any] = {
+        "criteria": entries,
+        "count": len(entries),
+        "path": str(path) if path.exists() else None,
+    }
+    lines = [f"{entry['id']}: {entry['text']}" for entry in entries]
+    text = "\n".join(lines) or "no global criteria (.flow/criteria.md absent or empty)"
+    if args.json:
+        print(json.dumps(payload, sort_keys=True))
+    else:
+        print(text, file=sys.stdout)
+    return cli.EXIT_YES
