@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from flow_factories import BASE, HEAD, OTHER_HEAD, RunCli, git
 from forkhorse.domain.limits import FLOW_PRODUCER
+from forkhorse.flow import producer
 from forkhorse.flow.currentness import select_current
 from forkhorse.flow.envelope import validate_receipt
 from forkhorse.flow.history import history_path, read_generations
-from forkhorse.flow import producer
 from forkhorse.flow.producer import AttachError, attach, finish_pending, journal_path
 from forkhorse.flow.prose import ParseScope, parse_findings
 
@@ -52,7 +52,8 @@ def test_review_text_of_exactly_one_mib_parses_and_one_byte_more_is_absent() -> 
     at_limit = EMPTY_SHIP + "\n" + "x" * padding
     assert len(at_limit.encode()) == FLOW_PRODUCER.review_text_bytes
     parsed = parse_findings(at_limit, ROOT_SCOPE)
-    assert parsed is not None and parsed["items"] == []  # explicit empty SHIP
+    assert parsed is not None
+    assert parsed["items"] == []
     assert parse_findings(at_limit + "x", ROOT_SCOPE) is None
 
 
@@ -82,7 +83,8 @@ def test_prose_without_structure_is_absent_not_an_empty_ship() -> None:
 def test_attach_builds_a_root_then_a_successor_and_keeps_the_history(tmp_path: Path) -> None:
     path = tmp_path / "receipts" / "impl.json"
     first = attach(base_receipt(), FINDING, path, head_sha=HEAD, base_sha=BASE)
-    assert first.findings_attached and validate_receipt(read(path)).valid
+    assert first.findings_attached
+    assert validate_receipt(read(path)).valid
     root = read(path)["findings"]
     [item] = root["items"]
     assert (item["severity"], item["status"], item["anchor"]["startLine"]) == ("P1", "open", 12)
@@ -132,7 +134,8 @@ def test_a_prior_of_another_scope_is_not_a_parent(tmp_path: Path) -> None:
     attach(base_receipt(), FINDING, path, head_sha=HEAD, base_sha=BASE)
     attach(base_receipt(id="fn-2.1"), FINDING, path, head_sha=HEAD, base_sha=BASE)
     findings = read(path)["findings"]
-    assert findings["round"] == 1 and "supersedesReceiptId" not in findings
+    assert findings["round"] == 1
+    assert "supersedesReceiptId" not in findings
 
 
 def test_attach_refuses_an_input_without_type_id_or_mode(tmp_path: Path) -> None:
@@ -147,9 +150,10 @@ def test_attach_refuses_an_invalid_receipt_and_changes_nothing(tmp_path: Path) -
     path = tmp_path / "impl.json"
     attach(base_receipt(), FINDING, path, head_sha=HEAD, base_sha=BASE)
     before = path.read_bytes()
-    with pytest.raises(AttachError, match="receipt.verdict"):
+    with pytest.raises(AttachError, match=r"receipt\.verdict"):
         attach(base_receipt(verdict="Ship"), FIXED, path, head_sha=HEAD, base_sha=BASE)
-    assert path.read_bytes() == before and not journal_path(path).exists()
+    assert path.read_bytes() == before
+    assert not journal_path(path).exists()
 
 
 def test_completion_criteria_attach_only_when_ids_match_the_configuration(tmp_path: Path) -> None:
@@ -208,7 +212,8 @@ def test_a_crashed_attach_leaves_the_old_receipt_and_the_next_attach_finishes_it
     assert journal_path(path).exists()
     assert finish_pending(path)
     finished = read(path)
-    assert finished["verdict"] == "SHIP" and finished["findings"]["round"] == 2
+    assert finished["verdict"] == "SHIP"
+    assert finished["findings"]["round"] == 2
     assert finished["findings"]["items"][0]["status"] == "fixed"
     root_id = json.loads(before)["findings"]["sourceReceiptId"]
     assert history_path(path, root_id).read_bytes() == before
@@ -233,7 +238,8 @@ def test_the_next_attach_completes_a_pending_journal_first(
         patch.setattr(producer, "publish_latest", interrupted)
         with pytest.raises(Interrupted):
             attach(base_receipt(), "Prior finding 1: not fixed\n", path, head_sha=HEAD)
-    assert read(path)["findings"]["round"] == 1 and journal_path(path).exists()
+    assert read(path)["findings"]["round"] == 1
+    assert journal_path(path).exists()
     attach(base_receipt(), FIXED, path, head_sha=HEAD, base_sha=BASE)
     rounds = sorted(g.receipt["findings"]["round"] for g in read_generations(path))
     assert rounds == [1, 2, 3]  # the journaled round 2 was published before round 3 was built
@@ -282,7 +288,8 @@ def test_cli_attach_resolves_the_head_and_prints_json(
         "findings_attached": True,
         "source_receipt_id": findings["sourceReceiptId"],
     }
-    assert findings["headSha"] == head and findings["items"][0]["anchor"]["baseSha"] == head
+    assert findings["headSha"] == head
+    assert findings["items"][0]["anchor"]["baseSha"] == head
 
 
 def test_cli_attach_errors_exit_2_and_write_nothing(
