@@ -13,10 +13,12 @@ the JSON without the reference.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import sys
 import tempfile
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -433,6 +435,184 @@ def builder_vectors(ref: ModuleType) -> list[dict[str, Any]]:
     return vectors
 
 
+# --- criteria: the `## Global criteria` projection and `.flow/criteria.md` --------------------
+
+CRITERIA_HEADINGS = [
+    "## Global criteria",
+    "### Global criteria:",
+    "## global criteria ",
+    "  ## Global criteria",
+]
+BAD_CRITERIA_HEADINGS = ["# Global criteria", "#### Global criteria", "## Global criterion"]
+CRITERIA_LINES = [
+    "G1: met",
+    "G2: violated - route added without contract regen",
+    "- G3: n/a - docs only",
+    "* G4: met -",
+    "+ G5: n/a-no UI",
+    "G12: met   ",
+]
+BAD_CRITERIA_LINES = [
+    "G0: met",
+    "G01: met",
+    "G1: Met",
+    "G6: met because",
+    "1. G7: met",
+    "> G8: met",
+    "G9 met",
+    "G1: met",
+    "G10: violated - " + "n" * 401,
+    "<verdict>SHIP</verdict>",
+    "### Next section",
+]
+
+
+@st.composite
+def criteria_review(draw: st.DrawFn) -> str:
+    lines = [draw(st.sampled_from(NOISE[:4]))]
+    for _ in range(draw(st.integers(1, 2))):
+        lines.append(draw(mostly(CRITERIA_HEADINGS, BAD_CRITERIA_HEADINGS)))
+        lines += draw(st.lists(mostly(CRITERIA_LINES, BAD_CRITERIA_LINES), max_size=5))
+        if draw(st.booleans()):
+            lines.append("")
+    if draw(st.booleans()):
+        lines.append("<verdict>SHIP</verdict>")
+    return draw(st.sampled_from(["\n", "\r\n"])).join(lines)
+
+
+CRITERIA_FILE_LINES = [
+    "- **G1:** Every route has a contract test.",
+    "- **G2:** Migrations are reversible.",
+    "- **G12:**   Logs never contain secrets.  ",
+    "# Standing criteria",
+    "Some prose about the criteria.",
+    "- G20 railway station",
+    "",
+]
+BAD_CRITERIA_FILE_LINES = [
+    "- **G1**: missing colon placement",
+    "- G3: plain bullet",
+    "* **G4:** star bullet",
+    "- **G5:**",
+    "- **G1:** duplicate",
+    "- **G0:** zero",
+]
+
+
+def criteria_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
+    vectors: list[dict[str, Any]] = []
+    for hostile_population in (True, False):
+        HOSTILE["on"] = hostile_population
+        for text in collect(criteria_review(), count // 2):
+            name = f"review-{len(vectors)}"
+            vectors.append(
+                {
+                    "name": name,
+                    "kind": "projection",
+                    "text": text,
+                    "expected": ref.parse_review_criteria(text),
+                }
+            )
+    many = "\n".join(f"- **G{n}:** criterion {n}" for n in range(1, 102))
+    at_cap = "\n".join(f"G{n}: met" for n in range(1, 101))
+    over_cap = at_cap + "\nG101: met"
+    for name, text in (
+        ("cap-100", "## Global criteria\n" + at_cap),
+        ("cap-101", "## Global criteria\n" + over_cap),
+    ):
+        vectors.append(
+            {
+                "name": name,
+                "kind": "projection",
+                "text": text,
+                "expected": ref.parse_review_criteria(text),
+            }
+        )
+    files = []
+    for hostile_population in (True, False):
+        HOSTILE["on"] = hostile_population
+        files += collect(
+            st.lists(mostly(CRITERIA_FILE_LINES, BAD_CRITERIA_FILE_LINES), max_size=6).map(
+                "\n".join
+            ),
+            count // 4,
+        )
+    files += ["\n".join(many.splitlines()[:100]), many]
+    for index, text in enumerate(files):
+        entries, errors = ref._criteria_parse(text)
+        vectors.append(
+            {
+                "name": f"file-{index}",
+                "kind": "file",
+                "text": text,
+                "expected": {"entries": entries, "valid": not errors},
+            }
+        )
+    return vectors
+
+
+# --- green receipts: the reuse decision on the exact path ----------------------------------------
+
+GREEN_COMMAND = "make test"
+
+
+@st.composite
+def green_case(draw: st.DrawFn) -> dict[str, Any]:
+    fingerprint = hashlib.sha256(GREEN_COMMAND.encode()).hexdigest()
+    receipt: dict[str, Any] = {
+        "schema": draw(mostly([1], [2, "1", None])),
+        "head_sha": draw(mostly([HEAD], [OTHER_HEAD, HEAD.upper(), 7])),
+        "gate_id": "unit",
+        "command_sha256": draw(
+            mostly([fingerprint], [hashlib.sha256(b"make tests").hexdigest(), fingerprint.upper()])
+        ),
+    }
+    offsets = [-60, -3600, -22 * 3600, -26 * 3600, 3600, 48 * 3600]
+    offset = draw(st.sampled_from(offsets))
+    spelling = draw(mostly(["Z", "+00:00", "+02:00"], ["naive", "garbage", "number"]))
+    if hostile(draw, 4):
+        del receipt[draw(st.sampled_from(sorted(receipt)))]
+    return {"receipt": receipt, "offset_seconds": offset, "spelling": spelling}
+
+
+def render_timestamp(now: datetime, offset: int, spelling: str) -> object:
+    moment = now + timedelta(seconds=offset)
+    if spelling == "garbage":
+        return "yesterday"
+    if spelling == "number":
+        return moment.timestamp()
+    if spelling == "naive":
+        return moment.replace(tzinfo=None).isoformat()
+    if spelling == "+02:00":
+        return moment.astimezone(timezone(timedelta(hours=2))).isoformat()
+    text = moment.isoformat()
+    return text.replace("+00:00", "Z") if spelling == "Z" else text
+
+
+def green_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
+    vectors = []
+    for hostile_population in (True, False):
+        HOSTILE["on"] = hostile_population
+        for case in collect(green_case(), count // 2):
+            now = datetime.now(UTC)
+            receipt = dict(case["receipt"])
+            receipt["timestamp"] = render_timestamp(now, case["offset_seconds"], case["spelling"])
+            honored, reason = ref._gate_receipt_valid(receipt, HEAD, GREEN_COMMAND)
+            # Replayed at `now`; offsets stay an hour or more from every age boundary.
+            vectors.append(
+                {
+                    "name": f"green-{len(vectors)}",
+                    "now": now.isoformat(),
+                    "head_sha": HEAD,
+                    "gate_id": "unit",
+                    "command": GREEN_COMMAND,
+                    "receipt": receipt,
+                    "expected": {"honored": honored, "reason": reason},
+                }
+            )
+    return vectors
+
+
 def write(name: str, vectors: list[dict[str, Any]]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     body = {"_about": ABOUT, "vectors": vectors}
@@ -449,6 +629,8 @@ def main() -> None:
     ref = load_reference(args.reference.resolve())
     write("prose-parser-vectors.json", prose_vectors(ref, args.count))
     write("builder-vectors.json", builder_vectors(ref))
+    write("criteria-projection-vectors.json", criteria_vectors(ref, args.count // 2))
+    write("green-reuse-vectors.json", green_vectors(ref, args.count // 2))
 
 
 if __name__ == "__main__":

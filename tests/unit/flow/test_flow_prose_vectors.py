@@ -6,13 +6,17 @@ the reference's own validator when generated, and must pass Forkhorse's validato
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 from flow_factories import load_vectors
+from forkhorse.flow import green
+from forkhorse.flow.criteria import parse_global_criteria
 from forkhorse.flow.findings import validate_container
 from forkhorse.flow.producer import build_findings
 from forkhorse.flow.prose import ParseScope, parse_findings
+from forkhorse.flow.standing import parse_criteria_file
 
 PROSE = load_vectors("generated-producer/prose-parser-vectors.json")["vectors"]
 BUILDER = load_vectors("generated-producer/builder-vectors.json")["vectors"]
@@ -47,3 +51,44 @@ def test_the_vectors_exercise_every_outcome() -> None:
     assert any(item.get("anchor") for c in parsed for item in c["items"])
     assert any(not c["items"] for c in parsed)  # explicit empty
     assert len(parsed) * 4 >= len(PROSE)  # a quarter or more parse
+
+
+CRITERIA = load_vectors("generated-producer/criteria-projection-vectors.json")["vectors"]
+GREEN = load_vectors("generated-producer/green-reuse-vectors.json")["vectors"]
+
+
+@pytest.mark.parametrize("vector", CRITERIA, ids=[v["name"] for v in CRITERIA])
+def test_criteria_match_reference(vector: dict[str, Any]) -> None:
+    if vector["kind"] == "projection":
+        assert parse_global_criteria(vector["text"]) == vector["expected"]
+    else:
+        entries, problems = parse_criteria_file(vector["text"])
+        assert {"entries": entries, "valid": not problems} == vector["expected"]
+
+
+@pytest.mark.parametrize("vector", GREEN, ids=[v["name"] for v in GREEN])
+def test_green_reuse_decision_matches_reference(vector: dict[str, Any]) -> None:
+    check = green.check_receipt(
+        vector["receipt"],
+        head_sha=vector["head_sha"],
+        gate_id=vector["gate_id"],
+        command=vector["command"],
+        now=datetime.fromisoformat(vector["now"]),
+    )
+    expected = (vector["expected"]["honored"], vector["expected"]["reason"])
+    assert (check.honoured, check.reason) == _allowed_green_divergence(vector, expected)
+
+
+def _allowed_green_divergence(
+    vector: dict[str, Any], expected: tuple[bool, str]
+) -> tuple[bool, str]:
+    """Forkhorse's answer where DIVERGENCES-producer.md lists a reason; otherwise the reference's."""
+    if "gate_id" not in vector["receipt"] and expected[0]:
+        return (False, "gate id mismatch")  # D-G1: the body must name its gate; fail closed
+    if "gate_id" not in vector["receipt"] and expected[1] == "bad receipt timestamp":
+        return (False, "gate id mismatch")  # D-G1, checked before the age
+    if expected == (False, "command fingerprint mismatch"):
+        fingerprint = vector["receipt"].get("command_sha256")
+        if not isinstance(fingerprint, str) or fingerprint != fingerprint.lower():
+            return (False, "bad command fingerprint")  # D-G2: reason wording only
+    return expected
