@@ -82,7 +82,7 @@ def test_green_reuse_decision_matches_reference(vector: dict[str, Any]) -> None:
 def _allowed_green_divergence(
     vector: dict[str, Any], expected: tuple[bool, str]
 ) -> tuple[bool, str]:
-    """Forkhorse's answer where DIVERGENCES-producer.md lists a reason; otherwise the reference's."""
+    """Forkhorse's answer where DIVERGENCES-producer.md allows one, else the reference's."""
     if "gate_id" not in vector["receipt"] and expected[0]:
         return (False, "gate id mismatch")  # D-G1: the body must name its gate; fail closed
     if "gate_id" not in vector["receipt"] and expected[1] == "bad receipt timestamp":
