@@ -37,14 +37,19 @@ class Recorded:
 def contained_receipt_file(root: Path, head_sha: str, gate_id: str) -> Path:
     """The receipt path for this head and gate, refused when its directory leaves `root`."""
     path = root / green.receipt_path(head_sha, gate_id)
-    resolved_root = root.resolve()
-    if not path.parent.resolve().is_relative_to(resolved_root) or (
-        path.parent.resolve() == resolved_root
-    ):
-        raise OutsideRepository(
-            "green-receipts dir resolves outside the repository (symlinked .flow path)"
-        )
+    refuse_outside(root, path.parent)
     return path
+
+
+def refuse_outside(root: Path, folder: Path) -> None:
+    """Refuse a receipts folder that resolves (through symlinks) outside the repository."""
+    resolved_root = root.resolve()
+    resolved = folder.resolve()
+    if resolved == resolved_root or not resolved.is_relative_to(resolved_root):
+        raise OutsideRepository(
+            f"{folder.relative_to(root).as_posix()} resolves outside the repository "
+            "(symlinked .flow path)"
+        )
 
 
 def record(root: Path, *, head_sha: str, gate_id: str, command: str, now: datetime) -> Recorded:

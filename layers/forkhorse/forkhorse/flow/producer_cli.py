@@ -14,8 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forkhorse.flow import cli, gate_receipts, green, producer, standing
+from forkhorse.flow import cli, gate_receipts, green, producer, qa_receipt, standing
+from forkhorse.flow.history import write_latest
 from forkhorse.flow.producer import AttachError, read_bounded_json, read_bounded_text
+from forkhorse.flow.rules import RuleViolation
 
 type Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -34,6 +36,11 @@ def register(subparsers: Subparsers, gate: Subparsers) -> None:
     receipt = cli._leaf(gate, "receipt", "record a passing gate command as a green receipt", _gate)
     receipt.add_argument("--id", required=True, dest="gate_id", metavar="GATE")
     receipt.add_argument("command", metavar="COMMAND", nargs="+")
+
+    qa = cli._group(subparsers, "qa", "QA receipts (type: qa_verdict)")
+    stamp = cli._leaf(qa, "receipt", "stamp and write the QA receipt for a spec", _qa_receipt)
+    stamp.add_argument("--spec", required=True, dest="spec_id", metavar="SPEC_ID")
+    stamp.add_argument("--input", required=True, type=Path, help="the QA pass's receipt draft")
 
     criteria = cli._group(subparsers, "criteria", "standing criteria in .flow/criteria.md")
     cli._leaf(criteria, "list", "list the configured standing criteria", _criteria_list)
@@ -110,6 +117,49 @@ def _gate(args: argparse.Namespace) -> int:
         "pruned": list(recorded.pruned),
     }
     cli._emit(args, payload, f"GREEN_RECEIPT: {relative}")
+    return cli.EXIT_YES
+
+
+# --- qa receipt --------------------------------------------------------------------------------
+
+
+def _qa_receipt(args: argparse.Namespace) -> int:
+    try:
+        draft = read_bounded_json(args.input)
+    except (ValueError, UnicodeError) as exc:
+        raise cli.UsageError(f"qa receipt input error: {exc}") from None
+    if not isinstance(draft, dict):
+        raise cli.UsageError("qa receipt input must be a JSON object")
+    root = repo_root()
+    branch = cli._git(root, "branch", "--show-current").decode().strip()
+    if not branch:
+        raise cli.UsageError("qa receipt needs a branch (HEAD is detached)")
+    try:
+        path = root / qa_receipt.receipt_path(args.spec_id)
+        gate_receipts.refuse_outside(root, path.parent)
+        receipt = qa_receipt.stamp(
+            draft,
+            spec_id=args.spec_id,
+            head_sha=cli._head(root),
+            branch=branch,
+            prior=qa_receipt.read_prior(path),
+            timestamp=green.utc_timestamp(datetime.now(UTC)),
+        )
+        write_latest(path, receipt)
+    except (qa_receipt.QaReceiptError, gate_receipts.OutsideRepository) as exc:
+        raise cli.UsageError(str(exc)) from None
+    except RuleViolation as violation:
+        raise cli.UsageError(f"the QA receipt would be invalid: {violation}") from None
+    relative = path.relative_to(root).as_posix()
+    payload = {
+        "receipt": relative,
+        "verdict": receipt["verdict"],
+        "qa_outcome": receipt["qa_outcome"],
+        "head_sha": receipt["head_sha"],
+        "branch": branch,
+        "counts": receipt["counts"],
+    }
+    cli._emit(args, payload, f"QA_RECEIPT: {relative} ({receipt['verdict']})")
     return cli.EXIT_YES
 
 
