@@ -613,6 +613,64 @@ def green_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
     return vectors
 
 
+# --- triage: path buckets and the deterministic skip decision ------------------------------------
+
+TRIAGE_PATHS = [
+    "README.md",
+    "docs/guide.mdx",
+    "notes.txt",
+    "docs/api.rst",
+    "book/x.adoc",
+    "yarn.lock",
+    "sub/Cargo.lock",
+    "go.sum",
+    "node_modules/x/index.ts",
+    "vendor/lib.go",
+    "dist/app.js",
+    "build/out.txt",
+    "scripts/build/tool.py",
+    "package.json",
+    "CHANGELOG.md",
+    "crates/x/Cargo.toml",
+    ".flow/specs/fn-1.md",
+    ".flow/tasks/fn-1.1.json",
+    ".flow/epics/plugin.json",
+    "src/app.py",
+    "web/App.TSX",
+    "db/schema.sql",
+    "Makefile",
+    "image.png",
+    ".env",
+    "docs\\win.md",
+    "  spaced.md  ",
+    "",
+]
+
+
+def triage_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
+    vectors: list[dict[str, Any]] = []
+    for path in TRIAGE_PATHS:
+        vectors.append(
+            {
+                "name": f"bucket-{len(vectors)}",
+                "kind": "bucket",
+                "paths": [path],
+                "expected": ref._classify_triage_path(path),
+            }
+        )
+    for paths in collect(st.lists(st.sampled_from(TRIAGE_PATHS[:18]), max_size=4), count):
+        verdict, reason = ref._triage_deterministic(paths)
+        vectors.append(
+            {
+                "name": f"decide-{len(vectors)}",
+                "kind": "decide",
+                "paths": paths,
+                "expected": {"verdict": verdict, "reason": reason},
+            }
+        )
+    return vectors
+
+
 def write(name: str, vectors: list[dict[str, Any]]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     body = {"_about": ABOUT, "vectors": vectors}
@@ -631,6 +689,7 @@ def main() -> None:
     write("builder-vectors.json", builder_vectors(ref))
     write("criteria-projection-vectors.json", criteria_vectors(ref, args.count // 2))
     write("green-reuse-vectors.json", green_vectors(ref, args.count // 2))
+    write("triage-vectors.json", triage_vectors(ref, args.count // 2))
 
 
 if __name__ == "__main__":

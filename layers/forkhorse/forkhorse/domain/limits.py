@@ -56,6 +56,7 @@ class FlowProducerLimits:
     criteria_file_bytes: int = 256 * KIB  # `.flow/criteria.md`
     criteria_entries: int = 100  # standing criteria, as the reference caps them
     qa_scenarios: int = 500  # scenario rows in one QA receipt
+    triage_paths: int = 10_000  # changed paths triage classifies; more is always a review
 
 
 # --- git smart HTTP -----------------------------------------------------------------------

@@ -14,8 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forkhorse.flow import cli, gate_receipts, green, producer, qa_receipt, standing
-from forkhorse.flow.history import write_latest
+from forkhorse.domain.limits import FLOW_PRODUCER
+from forkhorse.flow import cli, gate_receipts, green, producer, qa_receipt, standing, triage
+from forkhorse.flow.envelope import validate_receipt
+from forkhorse.flow.history import atomic_write_json, write_latest
 from forkhorse.flow.producer import AttachError, read_bounded_json, read_bounded_text
 from forkhorse.flow.rules import RuleViolation
 
@@ -41,6 +43,17 @@ def register(subparsers: Subparsers, gate: Subparsers) -> None:
     stamp = cli._leaf(qa, "receipt", "stamp and write the QA receipt for a spec", _qa_receipt)
     stamp.add_argument("--spec", required=True, dest="spec_id", metavar="SPEC_ID")
     stamp.add_argument("--input", required=True, type=Path, help="the QA pass's receipt draft")
+
+    skip = subparsers.add_parser(
+        "triage-skip",
+        help="may this diff skip a full review? (exit 0 skip, 1 review, 2 error)",
+        description="Deterministic trivial-diff triage; writes a triage_skip receipt on skip.",
+    )
+    skip.add_argument("--json", action="store_true", help="machine-readable output")
+    skip.add_argument("--base", help="base ref to diff against (default: main, else master)")
+    skip.add_argument("--task", default="branch", help="receipt id (default: branch)")
+    skip.add_argument("--receipt", type=Path, help="where to write the receipt on a skip")
+    skip.set_defaults(func=cli._guarded(_triage_skip))
 
     criteria = cli._group(subparsers, "criteria", "standing criteria in .flow/criteria.md")
     cli._leaf(criteria, "list", "list the configured standing criteria", _criteria_list)
@@ -161,6 +174,73 @@ def _qa_receipt(args: argparse.Namespace) -> int:
     }
     cli._emit(args, payload, f"QA_RECEIPT: {relative} ({receipt['verdict']})")
     return cli.EXIT_YES
+
+
+# --- triage-skip -------------------------------------------------------------------------------
+
+
+def _triage_skip(args: argparse.Namespace) -> int:
+    root = repo_root()
+    base = args.base or _default_base(root)
+    listing = cli._git(root, "diff", "--name-only", f"{base}..HEAD").decode("utf-8", "replace")
+    paths = [line.strip() for line in listing.splitlines() if line.strip()]
+    if len(paths) > FLOW_PRODUCER.triage_paths:
+        verdict, reason = None, f"more than {FLOW_PRODUCER.triage_paths} changed files"
+    else:
+        verdict, reason = triage.decide(paths, lambda path: _chore_diff(root, base, path))
+    if verdict is None:
+        verdict, reason = triage.REVIEW, f"{reason} (no LLM, defaulting to REVIEW)"
+    skipped = verdict == triage.SKIP
+    payload: dict[str, Any] = {
+        "verdict": "SHIP" if skipped else "REVIEW",
+        "mode": "triage_skip" if skipped else "triage_review",
+        "reason": reason,
+        "source": "deterministic",
+        "base": base,
+        "changed_file_count": len(paths),
+    }
+    if skipped and args.receipt is not None:
+        receipt = triage.skip_receipt(
+            task=args.task,
+            base=base,
+            reason=reason,
+            changed=len(paths),
+            timestamp=green.utc_timestamp(datetime.now(UTC)),
+        )
+        validate_receipt_or_fail(receipt)
+        atomic_write_json(args.receipt, receipt)
+        payload["receipt"] = str(args.receipt)
+    text = f"SKIP: {reason}" if skipped else f"REVIEW: {reason}"
+    if "receipt" in payload:
+        text += f"\nREVIEW_RECEIPT_WRITTEN: {payload['receipt']}"
+    cli._emit(args, payload, text)
+    return cli.EXIT_YES if skipped else cli.EXIT_NO
+
+
+def _default_base(root: Path) -> str:
+    try:
+        cli._git(root, "rev-parse", "--verify", "--quiet", "main")
+    except cli.UsageError:
+        try:
+            cli._git(root, "rev-parse", "--verify", "--quiet", "master")
+        except cli.UsageError:
+            return "main"  # the diff below then fails with git's own message
+        return "master"
+    return "main"
+
+
+def _chore_diff(root: Path, base: str, path: str) -> str | None:
+    try:
+        diff = cli._git(root, "diff", "--unified=0", f"{base}..HEAD", "--", path)
+    except cli.UsageError:
+        return None
+    return diff.decode("utf-8", "replace") or None
+
+
+def validate_receipt_or_fail(receipt: dict[str, Any]) -> None:
+    violation = validate_receipt(receipt).violation
+    if violation is not None:
+        raise cli.UsageError(f"the receipt would be invalid: {violation}")
 
 
 # --- criteria list -----------------------------------------------------------------------------
