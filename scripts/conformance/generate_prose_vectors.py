@@ -671,6 +671,51 @@ def triage_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
     return vectors
 
 
+# --- attach: Forkhorse's producer cross-checked by the reference's loader and validator ---
+
+
+def attach_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
+    """Run Forkhorse's `attach` round after round; the reference must read and agree."""
+    sys.path.insert(0, str(ROOT / "layers" / "forkhorse"))
+    from forkhorse.flow.producer import attach
+
+    HOSTILE["on"] = False
+    texts = [t for t in collect(review_text(), count * 3) if t.strip()]
+    ratchets = collect(st.lists(ratchet_line(), min_size=1, max_size=3).map("\n".join), count)
+    count = min(count, len(texts) // 2, len(ratchets))
+    vectors = []
+    for index in range(count):
+        steps = [{"text": texts[index], "head": HEAD}]
+        for round_index, extra in enumerate((ratchets[index], texts[index + count])):
+            steps.append({"text": extra, "head": OTHER_HEAD if round_index else HEAD})
+        expected = []
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "impl.json"
+            for step in steps:
+                reference = ref.build_review_receipt_findings(
+                    step["text"],
+                    review_type="impl_review",
+                    review_id="fn-1.1",
+                    backend="codex",
+                    head_sha=step["head"],
+                    base_sha=BASE,
+                    prior_receipt_path=path,
+                )
+                receipt = {"type": "impl_review", "id": "fn-1.1", "mode": "codex"}
+                receipt["verdict"] = "NEEDS_WORK"
+                attach(receipt, step["text"], path, head_sha=step["head"], base_sha=BASE)
+                written = json.loads(path.read_text())
+                if written.get("findings") != reference:
+                    raise SystemExit(f"attach-{index}: Forkhorse and the reference disagree")
+                if not ref.validate_review_receipt_findings(written):
+                    raise SystemExit(f"attach-{index}: the reference rejects the receipt")
+                if ref.load_review_receipt_generations(path) is None:
+                    raise SystemExit(f"attach-{index}: the reference cannot read the history")
+                expected.append(reference)
+        vectors.append({"name": f"attach-{index}", "steps": steps, "expected": expected})
+    return vectors
+
+
 def write(name: str, vectors: list[dict[str, Any]]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     body = {"_about": ABOUT, "vectors": vectors}
@@ -690,6 +735,7 @@ def main() -> None:
     write("criteria-projection-vectors.json", criteria_vectors(ref, args.count // 2))
     write("green-reuse-vectors.json", green_vectors(ref, args.count // 2))
     write("triage-vectors.json", triage_vectors(ref, args.count // 2))
+    write("attach-vectors.json", attach_vectors(ref, args.count // 4))
 
 
 if __name__ == "__main__":

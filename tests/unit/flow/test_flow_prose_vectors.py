@@ -6,7 +6,9 @@ the reference's own validator when generated, and must pass Forkhorse's validato
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from flow_factories import load_vectors
 from forkhorse.flow import green
 from forkhorse.flow.criteria import parse_global_criteria
 from forkhorse.flow.findings import validate_container
-from forkhorse.flow.producer import build_findings
+from forkhorse.flow.producer import attach, build_findings
 from forkhorse.flow.prose import ParseScope, parse_findings
 from forkhorse.flow.standing import parse_criteria_file
 
@@ -92,3 +94,16 @@ def _allowed_green_divergence(
         if not isinstance(fingerprint, str) or fingerprint != fingerprint.lower():
             return (False, "bad command fingerprint")  # D-G2: reason wording only
     return expected
+
+
+ATTACH = load_vectors("generated-producer/attach-vectors.json")["vectors"]
+
+
+@pytest.mark.parametrize("vector", ATTACH, ids=[v["name"] for v in ATTACH])
+def test_attach_rounds_match_reference(vector: dict[str, Any], tmp_path: Path) -> None:
+    """Three attaches in a row; the generator checked the reference reads this history."""
+    path = tmp_path / "impl.json"
+    for step, expected in zip(vector["steps"], vector["expected"], strict=True):
+        receipt = {"type": "impl_review", "id": "fn-1.1", "mode": "codex", "verdict": "NEEDS_WORK"}
+        attach(receipt, step["text"], path, head_sha=step["head"], base_sha="a" * 40)
+        assert json.loads(path.read_text()).get("findings") == expected
