@@ -96,3 +96,16 @@ def test_a_broken_symlink_is_an_error_not_an_absence(
     code, payload = listed(run_cli, capsys)
     assert code == 2
     assert "broken symlink" in str(payload["error"])
+
+
+def test_a_criteria_file_over_the_read_bound_is_an_error(
+    repo: Path, run_cli: RunCli, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = "- **G1:** criterion\n"
+    pad = FLOW_PRODUCER.criteria_file_bytes - len(line)
+    write_criteria(repo, line + " " * pad)
+    assert listed(run_cli, capsys)[1]["count"] == 1
+    write_criteria(repo, line + " " * (pad + 1))
+    code, payload = listed(run_cli, capsys)
+    assert code == 2
+    assert "larger than" in str(payload["error"])

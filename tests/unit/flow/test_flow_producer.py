@@ -16,7 +16,7 @@ from forkhorse.domain.limits import FLOW_PRODUCER
 from forkhorse.flow import producer
 from forkhorse.flow.currentness import select_current
 from forkhorse.flow.envelope import validate_receipt
-from forkhorse.flow.history import history_path, read_generations
+from forkhorse.flow.history import history_dir, history_path, read_generations
 from forkhorse.flow.producer import AttachError, attach, finish_pending, journal_path
 from forkhorse.flow.prose import ParseScope, parse_findings
 
@@ -311,3 +311,31 @@ def test_cli_attach_errors_exit_2_and_write_nothing(
         assert run_cli(*common, *case) == 2
         assert "error" in json.loads(capsys.readouterr().err.splitlines()[-1])
     assert not receipt.exists()
+
+
+# --- read bounds --------------------------------------------------------------------------------
+
+
+def test_history_entries_beyond_the_bound_are_refused_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "impl.json"
+    folder = history_dir(path)
+    folder.mkdir()
+    for index in range(FLOW_PRODUCER.history_entries):
+        (folder / f"{index:064x}.json").write_text("{}")
+    with pytest.raises(AttachError, match="no unique tip"):  # read, and none is a tip
+        attach(base_receipt(), FINDING, path, head_sha=HEAD)
+    (folder / "one-more.json").write_text("{}")
+    with pytest.raises(AttachError, match=f"more than {FLOW_PRODUCER.history_entries}"):
+        attach(base_receipt(), FINDING, path, head_sha=HEAD)
+    assert not path.exists()
+
+
+def test_a_latest_receipt_over_the_read_bound_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "impl.json"
+    pad = FLOW_PRODUCER.receipt_file_bytes - len(json.dumps(base_receipt(pad="")))
+    path.write_text(json.dumps(base_receipt(pad="x" * pad)))
+    assert path.stat().st_size == FLOW_PRODUCER.receipt_file_bytes
+    attach(base_receipt(), FINDING, path, head_sha=HEAD)  # at the bound: read, replaced
+    path.write_text(json.dumps(base_receipt(pad="x" * (pad + 1))))
+    with pytest.raises(AttachError, match="larger than"):
+        attach(base_receipt(), FINDING, path, head_sha=HEAD)

@@ -40,21 +40,25 @@ class AttachError(Exception):
     """The attach cannot proceed; nothing was changed (exit 2)."""
 
 
+class TooLarge(ValueError):
+    """A file is over its read bound; it is never read whole."""
+
+
 def read_bounded_json(path: Path, limit: int = FLOW_PRODUCER.receipt_file_bytes) -> Any:
     """Parse a JSON file of at most `limit` bytes; OSError/ValueError otherwise."""
-    with path.open("rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{path} is larger than {limit} bytes")
-    return json.loads(data)
+    return json.loads(_read_bounded(path, limit))
 
 
 def read_bounded_text(path: Path, limit: int = FLOW_PRODUCER.review_text_bytes) -> str:
+    return _read_bounded(path, limit).decode("utf-8")
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
     with path.open("rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"{path} is larger than {limit} bytes")
-    return data.decode("utf-8")
+        raise TooLarge(f"{path} is larger than {limit} bytes")
+    return data
 
 
 def build_findings(
@@ -119,8 +123,10 @@ def load_prior(receipt_path: Path, *, review_type: str, review_id: str, backend:
         return tip["findings"]
     try:
         receipt = read_bounded_json(receipt_path)
+    except TooLarge as exc:
+        raise AttachError(str(exc)) from None  # replacing it would mean reading it whole
     except ValueError:
-        return None
+        return None  # unreadable: no prior generation, as the reference treats it
     if not isinstance(receipt, Mapping) or _scope(receipt) != scope:
         return None
     findings = receipt.get("findings")
