@@ -369,6 +369,7 @@ def prose_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
         vectors.append(
             {"name": f"root-{index}", "text": text, "scope": scope, "expected": expected}
         )
+    vectors += edge_vectors(ref)
     priors = [v["expected"] for v in vectors if v["expected"] and v["expected"]["items"]]
 
     def with_text(prior_index: int) -> st.SearchStrategy[tuple[int, str]]:
@@ -399,6 +400,55 @@ def prose_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
         vectors.append(
             {"name": f"next-{index}", "text": text, "scope": scope, "expected": expected}
         )
+    return vectors
+
+
+HEAD_FIELDS = "Severity: P1\nConfidence: 75\nClassification: introduced\n"
+EDGE_TEXTS = {
+    # Bounds: exactly at, and one past, each item limit.
+    "title-240": HEAD_FIELDS + "Title: " + "t" * 240 + "\nProblem: x.",
+    "title-241": HEAD_FIELDS + "Title: " + "t" * 241 + "\nProblem: x.",
+    "body-4000": HEAD_FIELDS + "Title: t\nProblem: " + "b" * 4000,
+    "body-4001": HEAD_FIELDS + "Title: t\nProblem: " + "b" * 4001,
+    "rids-32": HEAD_FIELDS + "Problem: " + " ".join(f"R{i}" for i in range(1, 33)),
+    "rids-33": HEAD_FIELDS + "Problem: " + " ".join(f"R{i}" for i in range(1, 34)),
+    "items-200": "\n\n".join(HEAD_FIELDS + f"Problem: item {i}." for i in range(200)),
+    "items-201": "\n\n".join(HEAD_FIELDS + f"Problem: item {i}." for i in range(201)),
+    "container-under-256k": "\n\n".join(
+        HEAD_FIELDS + f"Title: t\nProblem: {'y' * 3900} {i}." for i in range(58)
+    ),
+    "container-over-256k": "\n\n".join(
+        HEAD_FIELDS + f"Title: t\nProblem: {'y' * 3900} {i}." for i in range(68)
+    ),
+    "path-1024": HEAD_FIELDS + "File:Line: " + "a/" * 511 + "bc:3\nProblem: x.",
+    "path-1025": HEAD_FIELDS + "File:Line: " + "a/" * 511 + "bcd:3\nProblem: x.",
+    # Where Forkhorse's validator is stricter (DIVERGENCES-producer.md D-P1, D-P2).
+    "r-zero": HEAD_FIELDS + "Problem: Covers R0 and R01.",
+    "nul-path": HEAD_FIELDS + "File:Line: a\x00b.py:3\nProblem: x.",
+    # Aliases and spellings.
+    "file-line-spaced-label": HEAD_FIELDS + "File : Line: a.py:3\nProblem: x.",
+    "crlf-ratchet": "Prior finding 1: fixed\r\nNo findings.\r\n<verdict>SHIP</verdict>",
+    "explicit-empty-needs-work": "No findings.\n<verdict>NEEDS_WORK</verdict>",
+}
+
+
+def edge_vectors(ref: ModuleType) -> list[dict[str, Any]]:
+    vectors = []
+    for name, text in EDGE_TEXTS.items():
+        scope = scope_dict(
+            source_receipt_id=f"review-edge-{name}",
+            review_kind="implementation",
+            backend="codex",
+            round_number=1,
+            head_sha=HEAD,
+            base_sha=BASE,
+            supersedes_receipt_id=None,
+            prior_findings=None,
+            anchor_side="head",
+        )
+        expected = parse(ref, text, scope)
+        check_reference_accepts(ref, expected)
+        vectors.append({"name": f"edge-{name}", "text": text, "scope": scope, "expected": expected})
     return vectors
 
 

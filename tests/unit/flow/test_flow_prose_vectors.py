@@ -24,10 +24,16 @@ PROSE = load_vectors("generated-producer/prose-parser-vectors.json")["vectors"]
 BUILDER = load_vectors("generated-producer/builder-vectors.json")["vectors"]
 
 
+# Forkhorse's container validator is stricter here (DIVERGENCES-producer.md): the projection is
+# absent where the reference stores one.
+STRICTER = {"edge-r-zero": "D-P1", "edge-nul-path": "D-P2"}
+
+
 @pytest.mark.parametrize("vector", PROSE, ids=[v["name"] for v in PROSE])
 def test_prose_parser_matches_reference(vector: dict[str, Any]) -> None:
     produced = parse_findings(vector["text"], ParseScope(**vector["scope"]))
-    assert produced == vector["expected"]
+    expected = None if vector["name"] in STRICTER else vector["expected"]
+    assert produced == expected
     if produced is not None:
         validate_container(produced)
 
@@ -44,6 +50,11 @@ def test_builder_matches_reference(vector: dict[str, Any]) -> None:
         prior=None,
     )
     assert produced == vector["expected"]
+
+
+def test_the_stricter_cases_are_real_divergences() -> None:
+    by_name = {v["name"]: v for v in PROSE}
+    assert all(by_name[name]["expected"] is not None for name in STRICTER)
 
 
 def test_the_vectors_exercise_every_outcome() -> None:
