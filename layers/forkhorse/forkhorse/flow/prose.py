@@ -20,7 +20,6 @@ from forkhorse.flow.criteria import MAX_REVIEW_TEXT_BYTES
 from forkhorse.flow.findings import (
     CLASSIFICATIONS,
     CONFIDENCES,
-    MAX_ENCODED_BYTES,
     MAX_ID_CHARS,
     MAX_ITEMS,
     MAX_PATH_CHARS,
@@ -29,7 +28,6 @@ from forkhorse.flow.findings import (
     SCHEMA_VERSION,
     SIDES,
     canonical_order,
-    encoded_size,
     validate_container,
 )
 from forkhorse.flow.ids import finding_id
@@ -210,9 +208,7 @@ def _parse(text: str, scope: ParseScope) -> dict[str, Any] | None:
     if not rows and not has_ratchet and not is_explicit_empty(text):
         return None  # prose that states nothing structured must not advance the lineage
     container = _container(carried, rows, scope)
-    validate_container(container)
-    if encoded_size(container) > MAX_ENCODED_BYTES:
-        return None
+    validate_container(container)  # every bound, the 256 KiB encoding included: reject, never trim
     return container
 
 
