@@ -339,3 +339,57 @@ def test_a_latest_receipt_over_the_read_bound_is_refused(tmp_path: Path) -> None
     path.write_text(json.dumps(base_receipt(pad="x" * (pad + 1))))
     with pytest.raises(AttachError, match="larger than"):
         attach(base_receipt(), FINDING, path, head_sha=HEAD)
+
+
+CONCURRENT_ATTACH = """
+import sys
+from pathlib import Path
+from forkhorse.flow.producer import attach
+
+text = sys.argv[2]
+receipt = {"type": "impl_review", "id": "fn-1.1", "mode": "codex", "verdict": "NEEDS_WORK"}
+attach(receipt, text, Path(sys.argv[1]), head_sha="b" * 40, base_sha="a" * 40)
+"""
+
+
+def test_concurrent_attaches_serialise_into_one_lineage(tmp_path: Path) -> None:
+    path = tmp_path / "impl.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT_ATTACH, str(path), FINDING.replace("drops", f"w{n}")],
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(4)
+    ]
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0, writer.stderr.read() if writer.stderr else ""
+    receipts = [generation.receipt for generation in read_generations(path)]
+    rounds = sorted(receipt["findings"]["round"] for receipt in receipts)
+    assert rounds == [1, 2, 3, 4]
+    selection = select_current(
+        receipts, head_sha=HEAD, review_kind="implementation", backend="codex"
+    )
+    assert selection.tip is not None
+    assert selection.tip["round"] == 4
+    assert len(selection.tip["items"]) == 4  # every writer's finding, none lost
+
+
+def test_cli_attach_binds_criteria_to_the_configured_file(
+    repo: Path, run_cli: RunCli, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / ".flow").mkdir()
+    (repo / ".flow" / "criteria.md").write_text("- **G1:** Tests.\n- **G2:** Docs.\n")
+    (repo / "input.json").write_text(json.dumps(base_receipt(type="completion_review")))
+    (repo / "review.md").write_text(
+        "No findings.\n## Global criteria\nG1: met\nG2: violated - no docs\n<verdict>SHIP</verdict>"
+    )
+    argv = ["review-findings", "attach", "--json", "--receipt", "c.json", "--input", "input.json"]
+    assert run_cli(*argv, "--review-file", "review.md", "--head", "HEAD") == 0
+    assert json.loads(capsys.readouterr().out)["criteria_attached"] is True
+    assert read(repo / "c.json")["criteria"][1] == {
+        "id": "G2",
+        "status": "violated",
+        "note": "no docs",
+    }
