@@ -766,6 +766,58 @@ def attach_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
     return vectors
 
 
+# --- other receipts Forkhorse writes, checked by the reference's receipt validators -------------
+
+
+def receipt_vectors(ref: ModuleType) -> list[dict[str, Any]]:
+    """QA, triage-skip and completion receipts built by Forkhorse; the reference accepts each."""
+    sys.path.insert(0, str(ROOT / "layers" / "forkhorse"))
+    from forkhorse.flow.criteria import parse_global_criteria
+    from forkhorse.flow.producer import build_findings
+    from forkhorse.flow.qa_receipt import PROJECTION, stamp
+    from forkhorse.flow.triage import skip_receipt
+
+    stamp_at = "2026-12-01T00:00:00Z"
+    live = {"id": "S1", "rids": ["R1"], "outcome": "PASS", "run": "live", "evidence": ["a.png"]}
+    vectors: list[dict[str, Any]] = []
+    for outcome, (_, reason) in PROJECTION.items():
+        draft: dict[str, Any] = {"qa_outcome": outcome, "mode": "claude", "scenarios": [live]}
+        if reason:
+            draft[reason] = "why"
+        findings = build_findings(
+            "No findings.\n<verdict>SHIP</verdict>",
+            review_type="qa_verdict",
+            review_id="fn-9",
+            backend="claude",
+            head_sha=HEAD,
+        )
+        if outcome == "SHIP":
+            draft["findings"] = findings
+        receipt = stamp(
+            draft, spec_id="fn-9", head_sha=HEAD, branch="b", prior=None, timestamp=stamp_at
+        )
+        vectors.append({"name": f"qa-{outcome}", "input": draft, "receipt": receipt})
+    triage = skip_receipt(
+        task="fn-1.1", base="main", reason="docs-only (a.md)", changed=1, timestamp=stamp_at
+    )
+    vectors.append({"name": "triage-skip", "input": None, "receipt": triage})
+    text = "No findings.\n## Global criteria\nG1: met\nG2: n/a - docs\n<verdict>SHIP</verdict>"
+    completion = {"type": "completion_review", "id": "fn-9", "mode": "codex", "verdict": "SHIP"}
+    completion["findings"] = build_findings(
+        text, review_type="completion_review", review_id="fn-9", backend="codex", head_sha=HEAD
+    )
+    completion["criteria"] = parse_global_criteria(text)
+    vectors.append({"name": "completion-criteria", "input": text, "receipt": completion})
+    for vector in vectors:
+        receipt = vector["receipt"]
+        if not (
+            ref.validate_review_receipt_findings(receipt)
+            and ref.validate_review_receipt_criteria(receipt)
+        ):
+            raise SystemExit(f"{vector['name']}: the reference rejects Forkhorse's receipt")
+    return vectors
+
+
 def write(name: str, vectors: list[dict[str, Any]]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     body = {"_about": ABOUT, "vectors": vectors}
@@ -786,6 +838,7 @@ def main() -> None:
     write("green-reuse-vectors.json", green_vectors(ref, args.count // 2))
     write("triage-vectors.json", triage_vectors(ref, args.count // 2))
     write("attach-vectors.json", attach_vectors(ref, args.count // 4))
+    write("receipt-vectors.json", receipt_vectors(ref))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,13 @@ import pytest
 from flow_factories import load_vectors
 from forkhorse.flow import green
 from forkhorse.flow.criteria import parse_global_criteria
+from forkhorse.flow.envelope import validate_receipt
 from forkhorse.flow.findings import validate_container
 from forkhorse.flow.producer import attach, build_findings
 from forkhorse.flow.prose import ParseScope, parse_findings
+from forkhorse.flow.qa_receipt import stamp
 from forkhorse.flow.standing import parse_criteria_file
+from forkhorse.flow.triage import skip_receipt
 
 PROSE = load_vectors("generated-producer/prose-parser-vectors.json")["vectors"]
 BUILDER = load_vectors("generated-producer/builder-vectors.json")["vectors"]
@@ -118,3 +121,41 @@ def test_attach_rounds_match_reference(vector: dict[str, Any], tmp_path: Path) -
         receipt = {"type": "impl_review", "id": "fn-1.1", "mode": "codex", "verdict": "NEEDS_WORK"}
         attach(receipt, step["text"], path, head_sha=step["head"], base_sha="a" * 40)
         assert json.loads(path.read_text()).get("findings") == expected
+
+
+RECEIPTS = load_vectors("generated-producer/receipt-vectors.json")["vectors"]
+
+
+@pytest.mark.parametrize("vector", RECEIPTS, ids=[v["name"] for v in RECEIPTS])
+def test_receipts_the_reference_accepted_are_reproduced_and_valid(vector: dict[str, Any]) -> None:
+    """The generator built these with Forkhorse and the reference's validators accepted them."""
+    expected = vector["receipt"]
+    if vector["name"].startswith("qa-"):
+        rebuilt = stamp(
+            vector["input"],
+            spec_id="fn-9",
+            head_sha="b" * 40,
+            branch="b",
+            prior=None,
+            timestamp="2026-12-01T00:00:00Z",
+        )
+    elif vector["name"] == "triage-skip":
+        rebuilt = skip_receipt(
+            task="fn-1.1",
+            base="main",
+            reason="docs-only (a.md)",
+            changed=1,
+            timestamp="2026-12-01T00:00:00Z",
+        )
+    else:
+        rebuilt = {key: expected[key] for key in ("type", "id", "mode", "verdict")}
+        rebuilt["findings"] = build_findings(
+            vector["input"],
+            review_type="completion_review",
+            review_id="fn-9",
+            backend="codex",
+            head_sha="b" * 40,
+        )
+        rebuilt["criteria"] = parse_global_criteria(vector["input"])
+    assert rebuilt == expected
+    assert validate_receipt(rebuilt).valid
