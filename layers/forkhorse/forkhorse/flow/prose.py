@@ -132,12 +132,19 @@ _COMPACT_LIKE = re.compile(
     _COMPACT_START + r"[^\]\r\n]*\bconfidence\b[^\]\r\n]*\bintroduced[ \t]*=",
     re.IGNORECASE | re.MULTILINE,
 )
-_COMPACT = re.compile(
+# The compact form's bracket; the rest of the line (` <location> — <summary>`) is split by
+# `_split_compact_tail`, which keeps the reference's regex semantics in linear time.
+_COMPACT_HEAD = re.compile(
     _COMPACT_START + r"(?P<severity>[^,\]\r\n]+),[ \t]*confidence[ \t]+(?P<confidence>[^,\]\s]+),"
-    r"[ \t]*introduced[ \t]*=[ \t]*(?P<introduced>[^,\]\s]+)\][ \t]+(?P<location>.+?)"
-    r"[ \t]+\u2014[ \t]+(?P<summary>.+?)(?:\*\*)?[ \t]*$",
-    re.IGNORECASE | re.MULTILINE,
+    r"[ \t]*introduced[ \t]*=[ \t]*(?P<introduced>[^,\]\s]+)\]",
+    re.IGNORECASE,
 )
+_EM_DASH: Final = "\u2014"
+_BLANKS: Final = " \t"
+# Characters of a host heading's first word; a search restarts only at each run's first start.
+_HEADING_WORD_RUN = re.compile(r"[a-z0-9_-]+", re.IGNORECASE)
+_HEADING_WORD_START = re.compile(r"\b[a-z]", re.IGNORECASE)
+_CONFIDENCE = re.compile("confidence", re.IGNORECASE)
 _LOCATION = re.compile(r"(?P<path>.+?):(?P<start>[1-9]\d*)(?:\s*[-\u2013]\s*(?P<end>[1-9]\d*))?")
 _LINES = re.compile(r"([1-9]\d*)(?:\s*[-\u2013]\s*([1-9]\d*))?")
 _R_ID = re.compile(r"(?<![A-Za-z0-9])R(?:-|\s)?(\d+)(?![A-Za-z0-9])")
@@ -250,6 +257,70 @@ def _container(carried: list[Row], rows: list[Row], scope: ParseScope) -> dict[s
         container["supersedesReceiptId"] = scope.supersedes_receipt_id
     container["items"] = canonical_order(items)
     return container
+
+
+def _heading_search(text: str) -> re.Match[str] | None:
+    """`_HOST_HEADING.search(text)` without its quadratic restarts inside one word run.
+
+    A first word starts at a `\\b` before a letter and may run over `[a-z0-9_-]`; if the first
+    such start in a run fails, every later start in that run fails too (it can only end at the
+    same places), so only that one is tried.
+    """
+    if _CONFIDENCE.search(text) is None:
+        return None
+    for run in _HEADING_WORD_RUN.finditer(text):
+        start = _HEADING_WORD_START.search(text, run.start(), run.end())
+        if start is None:
+            continue
+        match = _HOST_HEADING.match(text, start.start())
+        if match is not None:
+            return match
+    return None
+
+
+def _compact_line(block: str) -> tuple[re.Match[str], str, str] | None:
+    """The compact finding on the block's candidate line: (bracket, location, summary)."""
+    candidate = _COMPACT_LIKE.search(block)
+    if candidate is None:
+        return None
+    line_start = block.rfind("\n", 0, candidate.start()) + 1
+    line_end = block.find("\n", candidate.start())
+    line = block[line_start : line_end if line_end >= 0 else len(block)]
+    head = _COMPACT_HEAD.match(line)
+    if head is None:
+        return None
+    tail = _split_compact_tail(line[head.end() :])
+    return None if tail is None else (head, *tail)
+
+
+def _split_compact_tail(rest: str) -> tuple[str, str] | None:
+    """Split `[ \\t]+<location>.+?[ \\t]+—[ \\t]+<summary>.+?(**)?[ \\t]*$` as the regex would."""
+    if not rest or rest[0] not in _BLANKS:
+        return None
+    first = len(rest) - len(rest.lstrip(_BLANKS))
+    dash = rest.find(_EM_DASH, first + 1)
+    while dash >= 0:  # the location is lazy: the first dash that leaves a summary wins
+        run_start = len(rest[:dash].rstrip(_BLANKS))
+        if run_start < dash and run_start > first and _summary_follows(rest, dash):
+            return rest[first:run_start], _summary(rest[dash + 1 :])
+        dash = rest.find(_EM_DASH, dash + 1)
+    # Backtracking the leading blanks: a one-blank location before a dash right after them.
+    if 3 <= first < len(rest) and rest[first] == _EM_DASH and _summary_follows(rest, first):
+        return rest[first - 2 : first - 1], _summary(rest[first + 1 :])
+    return None
+
+
+def _summary_follows(rest: str, dash: int) -> bool:
+    after = rest[dash + 1 :]
+    return len(after) >= 2 and after[0] in _BLANKS
+
+
+def _summary(after_dash: str) -> str:
+    text = after_dash.lstrip(_BLANKS)
+    if not text:
+        return after_dash[-1]  # all blanks: the regex gives the last one back to the summary
+    text = text.rstrip(_BLANKS)
+    return text[:-2] if text.endswith("**") and len(text) > 2 else text
 
 
 # --- the ratchet: carrying the prior snapshot forward ------------------------------------------
@@ -446,7 +517,7 @@ def _blocks(text: str) -> tuple[list[str], bool]:
             start, titled = index - 1, True
         if has_severity and starts and not titled and _restates_heading(lines, starts[-1], index):
             continue  # labeled fields under a host heading belong to the heading's block
-        if has_severity or _HOST_HEADING.search(line) or _COMPACT_LIKE.search(line):
+        if has_severity or _heading_search(line) or _COMPACT_LIKE.search(line):
             starts.append(start)
             if len(starts) > MAX_ITEMS:
                 raise _Unparseable("too many findings")
@@ -457,7 +528,7 @@ def _blocks(text: str) -> tuple[list[str], bool]:
 
 def _restates_heading(lines: Sequence[str], start: int, index: int) -> bool:
     heading = "\n".join(lines[start:index])
-    return _HOST_HEADING.search(heading) is not None and all(
+    return _heading_search(heading) is not None and all(
         not line.strip() for line in lines[start + 1 : index]
     )
 
@@ -475,6 +546,8 @@ def line_fields(block: str) -> dict[str, str] | None:
     """Labeled fields of a block, keyed by normalised label; None when a label repeats."""
     fields: dict[str, str] = {}
     for line in block.splitlines():
+        if ":" not in line and "=" not in line:
+            continue  # a label is always followed by `:` or `=`
         match = _FIELD.match(_FIELD_LINE_PREFIX.sub("", line, count=1).replace("**", ""))
         if match is None:
             continue
@@ -526,19 +599,19 @@ def _compact_row(block: str, scope: ParseScope) -> Row | None:
         return None
     if len(_COMPACT_LIKE.findall(block)) != 1:
         raise _Unparseable("more than one compact finding in a block")
-    matches = list(_COMPACT.finditer(block))
-    if len(matches) != 1:
+    parsed = _compact_line(block)
+    if parsed is None:
         raise _Unparseable("a malformed compact finding")
-    match = matches[0]
+    match, location, summary_text = parsed
     introduced = match.group("introduced").lower()
     if introduced not in ("true", "false"):
         raise _Unparseable("introduced must be true or false")
     severity = _severity(match.group("severity"))
     confidence = _confidence(match.group("confidence"))
-    summary = clean_markdown(match.group("summary"))
+    summary = clean_markdown(summary_text)
     if not summary:
         raise _Unparseable("a compact finding without a summary")
-    fields = {"file:line": clean_markdown(match.group("location"))}
+    fields = {"file:line": clean_markdown(location)}
     row: Row = {
         "severity": severity,
         "confidence": confidence,
@@ -566,7 +639,7 @@ def _enums(fields: Mapping[str, str], block: str) -> tuple[str, int, str]:
             raise _Unparseable("confidence is not a number") from None
     if fields.get("classification"):
         labeled[2] = re.sub(r"[\s-]+", "_", fields["classification"].strip().lower())
-    heading = _HOST_HEADING.search(block)
+    heading = _heading_search(block)
     if heading is not None:
         from_heading: tuple[str | int, ...] = (
             _severity(heading.group(1)),
@@ -610,7 +683,7 @@ def _unlabeled_prose(block: str) -> str:
             text
             and not text.startswith("#")
             and _FIELD.match(line) is None
-            and _HOST_HEADING.search(line) is None
+            and _heading_search(line) is None
         ):
             kept.append(clean_markdown(text))
     return " ".join(kept)
