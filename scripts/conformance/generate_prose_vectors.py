@@ -639,12 +639,31 @@ def render_timestamp(now: datetime, offset: int, spelling: str) -> object:
     return text.replace("+00:00", "Z") if spelling == "Z" else text
 
 
+FROZEN_NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class _FrozenClock(datetime):
+    """The reference reads `datetime.now()`; the vectors pin one instant so reruns match."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return FROZEN_NOW if tz is not None else FROZEN_NOW.replace(tzinfo=None)
+
+
 def green_vectors(ref: ModuleType, count: int) -> list[dict[str, Any]]:
+    real_clock, ref.datetime = ref.datetime, _FrozenClock
+    try:
+        return _green_cases(ref, count)
+    finally:
+        ref.datetime = real_clock
+
+
+def _green_cases(ref: ModuleType, count: int) -> list[dict[str, Any]]:
     vectors = []
     for hostile_population in (True, False):
         HOSTILE["on"] = hostile_population
         for case in collect(green_case(), count // 2):
-            now = datetime.now(UTC)
+            now = FROZEN_NOW
             receipt = dict(case["receipt"])
             receipt["timestamp"] = render_timestamp(now, case["offset_seconds"], case["spelling"])
             honored, reason = ref._gate_receipt_valid(receipt, HEAD, GREEN_COMMAND)
