@@ -51,6 +51,22 @@ class ReviewReceiptLimits:
         return ApiInputLimits(body_bytes=self.receipt_bytes, json_depth=self.json_depth)
 
 
+# --- Flow-Next receipt producer (`forkhorse review-findings|qa|gate|criteria|triage-skip`) -
+@dataclass(frozen=True)
+class FlowProducerLimits:
+    """What one producer command reads from the working tree before it refuses (exit 2)."""
+
+    review_text_bytes: int = 1 * MIB  # reviewer prose: the contract's input bound
+    receipt_file_bytes: int = 2 * MIB  # one receipt JSON read back (findings alone is 256 KiB)
+    history_entries: int = 1_000  # generations read beside one receipt path
+    green_receipt_bytes: int = 64 * KIB  # one green receipt (real ones are ~250 bytes)
+    green_dir_entries: int = 4_096  # files looked at in the green-receipts directory
+    criteria_file_bytes: int = 256 * KIB  # `.flow/criteria.md`
+    criteria_entries: int = 100  # standing criteria, as the reference caps them
+    qa_scenarios: int = 500  # scenario rows in one QA receipt
+    triage_paths: int = 10_000  # changed paths triage classifies; more is always a review
+
+
 # --- git smart HTTP -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class GitLimits:
@@ -148,6 +164,7 @@ RECEIPT_RUN_TIMEOUT_SECONDS = 7200
 
 API_INPUT = ApiInputLimits()
 REVIEW_RECEIPTS = ReviewReceiptLimits()
+FLOW_PRODUCER = FlowProducerLimits()
 GIT = GitLimits()
 SNAPSHOT = SnapshotLimits()
 EXPORT = ExportLimits()

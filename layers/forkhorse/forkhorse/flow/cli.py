@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forkhorse.flow import green
+from forkhorse.flow import gate_receipts, green
 from forkhorse.flow.currentness import Selection, select_current
 from forkhorse.flow.envelope import validate_receipt
 from forkhorse.flow.findings import REVIEW_KINDS, canonical_order
-from forkhorse.flow.history import Generation, atomic_write_json, read_generations, read_json
+from forkhorse.flow.history import Generation, read_generations, read_json
 from forkhorse.flow.ids import finding_id
 
 EXIT_YES = 0
@@ -60,6 +60,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         leaf = _leaf(gate, name, text, handler)
         leaf.add_argument("--id", required=True, dest="gate_id", metavar="GATE")
         leaf.add_argument("command", metavar="COMMAND", nargs="+")
+
+    from forkhorse.flow import producer_cli  # builds on this module's helpers, so imported late
+
+    producer_cli.register(subparsers, gate)
 
 
 def _group(
@@ -261,7 +265,10 @@ def _gate_state(args: argparse.Namespace) -> _GateState:
 
 def _check_file(root: Path, head: str, gate_id: str, command: str) -> green.GreenCheck:
     relative = green.receipt_path(head, gate_id)
-    path = root / relative
+    try:
+        path = gate_receipts.contained_receipt_file(root, head, gate_id)
+    except gate_receipts.OutsideRepository as exc:
+        return green.GreenCheck(False, str(exc))
     if path.is_symlink() or not path.is_file():
         return green.GreenCheck(False, "no green receipt")
     try:
@@ -281,10 +288,16 @@ def _write_green(state: _GateState) -> bool:
         reason = f"dirty tree ({dirty[0]})" if dirty else "HEAD moved"
         print(f"gate {state.gate_id}: green receipt not written: {reason}", file=sys.stderr)
         return False
-    receipt = green.new_receipt(
-        head_sha=state.head_sha, gate_id=state.gate_id, command=state.command, now=datetime.now(UTC)
-    )
-    atomic_write_json(state.receipt_file, receipt)
+    try:
+        gate_receipts.record(
+            state.root,
+            head_sha=state.head_sha,
+            gate_id=state.gate_id,
+            command=state.command,
+            now=datetime.now(UTC),
+        )
+    except gate_receipts.OutsideRepository as exc:
+        raise UsageError(f"{exc} - refusing to write") from None
     return True
 
 

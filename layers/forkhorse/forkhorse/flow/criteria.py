@@ -28,29 +28,34 @@ MAX_NOTE_CHARS: Final = 400
 MAX_REVIEW_TEXT_BYTES: Final = 1024 * 1024
 CRITERIA_RECEIPT_TYPE: Final = "completion_review"
 
+MAX_CRITERIA: Final = 100  # entries in one projection, as the reference caps it
+
 _HEADING = re.compile(r"#{1,6}\s")
-_CRITERIA_HEADING = re.compile(r"#{2,3}\s+Global criteria:?\s*")
-_VERDICT_TAG = re.compile(r"<verdict>")
-_ENTRY = re.compile(r"(?:[-*+]\s+)?(G[0-9]+):\s*(met|violated|n/a)(?:\s+-\s+(\S.*))?")
+_CRITERIA_HEADING = re.compile(r"#{2,3}\s+Global criteria\s*:?\s*", re.IGNORECASE)
+_VERDICT_LINE = re.compile(r"<verdict>(?:SHIP|NEEDS_WORK|MAJOR_RETHINK|NEEDS_HUMAN)</verdict>")
+_ENTRY = re.compile(r"G([1-9][0-9]*):\s*(met|violated|n/a)\s*(?:-\s*(.*))?")
 
 Criterion = dict[str, str]
 
 
 def parse_global_criteria(review_text: object) -> list[Criterion] | None:
-    """The criteria array from the last `## Global criteria` section, or None when unusable."""
+    """The criteria array from the last `## Global criteria` section, or None when unusable.
+
+    The section has an exact grammar, so any other non-blank line in it, a duplicate id, a
+    note over 400 characters or more than 100 entries makes the projection absent.
+    """
     if not isinstance(review_text, str) or len(review_text.encode("utf-8")) > MAX_REVIEW_TEXT_BYTES:
         return None
     section = _last_section(review_text.replace("\r\n", "\n").split("\n"))
-    if not section:
-        return None
     entries: list[Criterion] = []
     for line in section:
         entry = _parse_entry(line)
-        if entry is None:
+        if entry is None or any(seen["id"] == entry["id"] for seen in entries):
             return None
         entries.append(entry)
-    ids = [entry["id"] for entry in entries]
-    return entries if len(set(ids)) == len(ids) else None
+        if len(entries) > MAX_CRITERIA:
+            return None
+    return entries or None
 
 
 def bind_criteria(
@@ -107,28 +112,32 @@ def _check_criterion(value: object, where: Where) -> str:
 
 
 def _last_section(lines: list[str]) -> list[str]:
-    """Non-blank lines of the last criteria section, up to the next heading or verdict tag."""
-    starts = [index for index, line in enumerate(lines) if _CRITERIA_HEADING.fullmatch(line)]
+    """Non-blank stripped lines of the last criteria section, to the next heading or verdict."""
+    starts = [
+        index for index, line in enumerate(lines) if _CRITERIA_HEADING.fullmatch(line.strip())
+    ]
     if not starts:
         return []
     section: list[str] = []
     for line in lines[starts[-1] + 1 :]:
-        if _HEADING.match(line) or _VERDICT_TAG.match(line.strip()):
+        text = line.strip()
+        if _HEADING.match(text) or _VERDICT_LINE.fullmatch(text):
             break
-        if line.strip():
-            section.append(line.strip())
+        if text:
+            section.append(text)
     return section
 
 
 def _parse_entry(line: str) -> Criterion | None:
+    if line.startswith(("- ", "* ", "+ ")):
+        line = line[2:].strip()
     match = _ENTRY.fullmatch(line)
-    if match is None or not G_ID_PATTERN.fullmatch(match.group(1)):
+    if match is None:
         return None
-    entry: Criterion = {"id": match.group(1), "status": match.group(2)}
-    note = match.group(3)
-    if note is not None:
-        note = note.strip()
-        if len(note) > MAX_NOTE_CHARS:
-            return None
+    entry: Criterion = {"id": f"G{match.group(1)}", "status": match.group(2)}
+    note = (match.group(3) or "").strip()
+    if len(note) > MAX_NOTE_CHARS:
+        return None
+    if note:
         entry["note"] = note
     return entry

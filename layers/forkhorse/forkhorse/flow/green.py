@@ -68,8 +68,13 @@ def new_receipt(*, head_sha: str, gate_id: str, command: str, now: datetime) -> 
         "head_sha": head_sha,
         "gate_id": gate_id,
         "command_sha256": command_sha256(command),
-        "timestamp": now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "timestamp": utc_timestamp(now),
     }
+
+
+def utc_timestamp(now: datetime) -> str:
+    """ISO 8601 in UTC with a `Z` suffix, as receipts are stamped."""
+    return now.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def check_receipt(

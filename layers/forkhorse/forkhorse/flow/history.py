@@ -75,19 +75,30 @@ def write_latest(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
     be reused for different content. Writing the same receipt again is a no-op.
     """
     check_receipt(receipt)
-    new_source = _source_id(receipt)
     with _locked(receipt_path):
-        previous = _read_optional(receipt_path)
-        if previous is not None and canonical_json(previous) == canonical_json(receipt):
-            return
-        prior_source = _valid_source_id(previous)
-        if prior_source is not None:
-            if prior_source == new_source:
-                raise HistoryConflict(f"generation {new_source} would be rewritten")
-            publish_once(history_path(receipt_path, prior_source), previous)
-        if new_source is not None:
-            _refuse_conflicting_history(receipt_path, new_source, receipt)
-        atomic_write_json(receipt_path, receipt)
+        publish_latest(receipt_path, receipt)
+
+
+def receipt_lock(receipt_path: Path) -> contextlib.AbstractContextManager[None]:
+    """The writers' lock of one receipt path (not re-entrant: take it once per process)."""
+    return _locked(receipt_path)
+
+
+def publish_latest(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
+    """`write_latest` for a caller that already holds `receipt_lock(receipt_path)`."""
+    check_receipt(receipt)
+    new_source = _source_id(receipt)
+    previous = _read_optional(receipt_path)
+    if previous is not None and canonical_json(previous) == canonical_json(receipt):
+        return
+    prior_source = _valid_source_id(previous)
+    if prior_source is not None:
+        if prior_source == new_source:
+            raise HistoryConflict(f"generation {new_source} would be rewritten")
+        publish_once(history_path(receipt_path, prior_source), previous)
+    if new_source is not None:
+        _refuse_conflicting_history(receipt_path, new_source, receipt)
+    atomic_write_json(receipt_path, receipt)
 
 
 def publish_once(path: Path, value: object) -> None:

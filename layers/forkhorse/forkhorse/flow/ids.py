@@ -32,6 +32,7 @@ def source_receipt_id(
     preimage with non-ASCII text kept as UTF-8, never `\\u` escaped (as the reference hashes it)."""
     preimage = json.dumps(
         [1, review_kind, review_id, backend, round_number, head_sha, review_text],
+        ensure_ascii=False,  # the preimage is the raw UTF-8 text, as the reference hashes it
         separators=(",", ":"),
         ensure_ascii=False,
     )
