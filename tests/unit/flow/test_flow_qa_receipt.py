@@ -58,7 +58,11 @@ def test_head_branch_counts_and_coverage_are_stamped() -> None:
         "fail": 1,
         "blocked": 0,
     }
-    assert receipt["rid_coverage"] == {"R1": "live", "R2": "live"}
+    assert receipt["rid_coverage"] == {
+        "covered": 2,
+        "total": 2,
+        "rids": [{"id": "R1", "coverage": "live"}, {"id": "R2", "coverage": "live"}],
+    }
 
 
 def test_a_carried_row_copies_outcome_rids_evidence_and_the_original_head() -> None:
@@ -73,7 +77,10 @@ def test_a_carried_row_copies_outcome_rids_evidence_and_the_original_head() -> N
         "evidence": ["s1.png"],
         "head_sha": "a" * 40,
     }
-    assert receipt["rid_coverage"] == {"R1": "carried", "R2": "live"}
+    assert receipt["rid_coverage"]["rids"] == [
+        {"id": "R1", "coverage": "carried"},
+        {"id": "R2", "coverage": "live"},
+    ]
     assert receipt["counts"]["carried"] == 1
     assert validate_receipt(receipt).valid
     # Carried again, it still names the head where it was really driven.

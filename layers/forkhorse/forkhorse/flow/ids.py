@@ -34,7 +34,6 @@ def source_receipt_id(
         [1, review_kind, review_id, backend, round_number, head_sha, review_text],
         ensure_ascii=False,  # the preimage is the raw UTF-8 text, as the reference hashes it
         separators=(",", ":"),
-        ensure_ascii=False,
     )
     return "review-" + hashlib.sha256(preimage.encode("utf-8")).hexdigest()
 

@@ -119,9 +119,12 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-def _coverage(rows: list[dict[str, Any]]) -> dict[str, str]:
+def _coverage(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The reference's shape: every R-ID's coverage, and how many have a scenario at all."""
     r_ids = sorted({r for row in rows for r in row.get("rids") or () if isinstance(r, str)})
-    return {r_id: derive_coverage(r_id, rows) for r_id in r_ids}
+    entries = [{"id": r_id, "coverage": derive_coverage(r_id, rows)} for r_id in r_ids]
+    covered = sum(entry["coverage"] != "no_live_scenario" for entry in entries)
+    return {"covered": covered, "total": len(entries), "rids": entries}
 
 
 def read_prior(path: Path) -> Mapping[str, Any] | None:
