@@ -30,7 +30,8 @@ from forkhorse.domain.limits import API_INPUT, MIB, REVIEW_RECEIPTS
 
 from tests.e2e.conftest import free_port
 from tests.integration.api.support import Client, Worktree
-from tests.integration.api.test_api_lambda import _event, _function, aws  # noqa: F401
+from tests.integration.api.test_api_lambda import _event, aws  # noqa: F401
+from tests.support.aws import load_function
 from tests.support.resources import peak_of, rss_bytes
 
 START_TIMEOUT = 60.0
@@ -295,7 +296,7 @@ def test_the_home_and_database_are_private(live: Live) -> None:
 def test_on_aws_the_api_function_refuses_the_same_bodies(
     aws: DynamoDbStore,  # noqa: F811
 ) -> None:
-    api = _function("api")
+    api = load_function("api")
     deep = _event("api_create_project.json")
     deep["body"] = "[" * 100_000 + "]" * 100_000
     huge = _event("api_create_project.json")
