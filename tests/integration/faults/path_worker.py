@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import ServiceSettings
 from forkhorse.service.identity import Caller
+from forkhorse.service.promotions import PromoteAnswer
 from forkhorse.wiring import local as wiring
 from forkhorse.wiring.local import build_local_runtime
 
@@ -41,17 +43,60 @@ PASSING = {
     "README.md": "hello, promoted\n",
 }
 RUN_SECONDS = 120.0
+# Every write of the walk, in order; the recording test proves it is what a real walk does.
+PATH_WRITES = [
+    "DiskGitStore.update_fork_ref",  # the push
+    "SqliteStore.create_review",  # the review, with its running execution
+    "SqliteStore.update_summary",  # prepare: the checks, running
+    "SqliteStore.put_record_chunks",  # the quick check's evidence drop
+    "SqliteStore.update_summary",  # its result on /state...
+    "SqliteStore.put_record_chunks",  # ...and its check record
+    "DulwichSnapshot.export_to",  # the full check's checkout
+    "SqliteStore.update_summary",  # its result on /state...
+    "SqliteStore.put_record_chunks",  # ...and its check record
+    "SqliteStore.put_record_chunks",  # finalize: the receipt record...
+    "SqliteStore.attach",  # ...attached
+    "SqliteStore.approve",
+    "SqliteStore.request_promotion",
+    "SqlitePromoteJournal.start",
+    "SqliteStore.acquire_lease",  # Acquire
+    "SqliteStore.begin_promotion",
+    "SqlitePromoteJournal.record",
+    "SqliteStore.start_execution",  # StartRun: the before-promote run
+    "SqlitePromoteJournal.record",
+    "SqliteStore.update_summary",  # RunChecks, as above
+    "SqliteStore.put_record_chunks",
+    "SqliteStore.update_summary",
+    "SqliteStore.put_record_chunks",
+    "DulwichSnapshot.export_to",
+    "SqliteStore.update_summary",
+    "SqliteStore.put_record_chunks",
+    "SqliteStore.put_record_chunks",
+    "SqliteStore.attach",
+    "SqlitePromoteJournal.record",
+    "SqliteStore.arm_promotion",  # Verify
+    "SqlitePromoteJournal.record",
+    "DiskGitStore.update_canonical_ref",  # Write
+    "SqliteStore.settle_promotion",
+    "SqlitePromoteJournal.record",
+    "SqliteStore.release_lease",  # Release
+    "SqlitePromoteJournal.record",
+    "SqlitePromoteJournal.record",  # Ended
+]
 
 
-def faulty_wiring(plan: FaultPlan) -> None:
+def faulty_wiring(plan: FaultPlan, patch: Callable[[object, str, Any], None] = setattr) -> None:
     """Local wiring builds its Store, git host and journal through these names."""
 
     def wrap(real: Any) -> Any:
         return lambda *args, **kwargs: Faulty(real(*args, **kwargs), plan)
 
-    wiring.SqliteStore = wrap(SqliteStore)  # type: ignore[misc]
-    wiring.DiskGitHost = wrap(DiskGitHost)  # type: ignore[misc]
-    wiring.SqlitePromoteJournal = wrap(SqlitePromoteJournal)  # type: ignore[misc]
+    for name, real in (
+        ("SqliteStore", SqliteStore),
+        ("DiskGitHost", DiskGitHost),
+        ("SqlitePromoteJournal", SqlitePromoteJournal),
+    ):
+        patch(wiring, name, wrap(real))
 
 
 def set_up(app: LocalApp) -> dict[str, str]:
@@ -79,8 +124,9 @@ def set_up(app: LocalApp) -> dict[str, str]:
     }
 
 
-def walk(app: LocalApp, ids: dict[str, str]) -> None:
-    """The path, each step as a user drives it, waiting for each to finish."""
+def walk(app: LocalApp, ids: dict[str, str]) -> PromoteAnswer:
+    """The path, each step as a user drives it, waiting for each to finish; the promote's
+    answer once its workflow has ended."""
     service, store = app.service, app.runtime.store
     project, commit = ids["project"], ids["commit"]
     agent = Caller(ids["agent"], "agent")
@@ -94,13 +140,9 @@ def walk(app: LocalApp, ids: dict[str, str]) -> None:
         time.sleep(0.05)
     service.approvals.approve(OWNER, project, review_id, commit)
     answer = service.promotions.promote(OWNER, project, review_id, commit, wait_seconds=0)
-    while answer.status == 202:
-        assert time.monotonic() < deadline + RUN_SECONDS, "the promote did not settle"
-        time.sleep(0.05)
-        answer = service.promotions.status(OWNER, project, review_id)
-    assert answer.status == 200, answer.body
-    for promotion in store.list_promotions(project):  # its Release and last journal entries
+    for promotion in store.list_promotions(project):
         assert app.promotes.wait(promotion.id, RUN_SECONDS), "the promote workflow hung"
+    return service.promotions.status(OWNER, project, review_id) if answer.status == 202 else answer
 
 
 def main() -> None:
@@ -114,8 +156,9 @@ def main() -> None:
     ids = set_up(app)
     print(json.dumps(ids), flush=True)
     plan.armed = True
-    walk(app, ids)
+    answer = walk(app, ids)
     plan.armed = False
+    assert answer.status == 200, answer.body
     app.close()
     print("done", flush=True)
 

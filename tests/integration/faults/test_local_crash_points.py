@@ -21,59 +21,15 @@ from forkhorse.api.local import LocalApp, build_local_app
 from forkhorse.service import ServiceSettings
 from forkhorse.wiring.local import build_local_runtime
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.faults.invariants import check_local, complete, leftovers, local, settled
+from tests.integration.faults.path_worker import PATH_WRITES
 from tests.support.faults import PHASES, logged_writes, read_log
+
+# A step thread that dies with an exception is a defect even when the state looks right.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER_SECONDS = 240
-
-PATH_WRITES = [
-    "DiskGitStore.update_fork_ref",  # the push
-    "SqliteStore.create_review",  # the review, with its running execution
-    "SqliteStore.update_summary",  # prepare: the checks, running
-    "SqliteStore.put_record_chunks",  # the quick check's evidence drop
-    "SqliteStore.update_summary",  # its result on /state...
-    "SqliteStore.put_record_chunks",  # ...and its check record
-    "DulwichSnapshot.export_to",  # the full check's checkout
-    "SqliteStore.update_summary",  # its result on /state...
-    "SqliteStore.put_record_chunks",  # ...and its check record
-    "SqliteStore.put_record_chunks",  # finalize: the receipt record...
-    "SqliteStore.attach",  # ...attached
-    "SqliteStore.approve",
-    "SqliteStore.request_promotion",
-    "SqlitePromoteJournal.start",
-    "SqliteStore.acquire_lease",  # Acquire
-    "SqliteStore.begin_promotion",
-    "SqlitePromoteJournal.record",
-    "SqliteStore.start_execution",  # StartRun: the before-promote run
-    "SqlitePromoteJournal.record",
-    "SqliteStore.update_summary",  # RunChecks, as above
-    "SqliteStore.put_record_chunks",
-    "SqliteStore.update_summary",
-    "SqliteStore.put_record_chunks",
-    "DulwichSnapshot.export_to",
-    "SqliteStore.update_summary",
-    "SqliteStore.put_record_chunks",
-    "SqliteStore.put_record_chunks",
-    "SqliteStore.attach",
-    "SqlitePromoteJournal.record",
-    "SqliteStore.arm_promotion",  # Verify
-    "SqlitePromoteJournal.record",
-    "DiskGitStore.update_canonical_ref",  # Write
-    "SqliteStore.settle_promotion",
-    "SqlitePromoteJournal.record",
-    "SqliteStore.release_lease",  # Release
-    "SqlitePromoteJournal.record",
-    "SqlitePromoteJournal.record",  # Ended
-]
-
-
-@pytest.fixture
-def images(tmp_path: Path, busybox_ref: str) -> Path:  # noqa: F811
-    directory = tmp_path / "images"
-    ImageRegistry(directory).record("busybox", busybox_ref)
-    return directory
 
 
 def _walk(tmp_path: Path, images: Path, *crash: str) -> tuple[dict[str, str], int]:
