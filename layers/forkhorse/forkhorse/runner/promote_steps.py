@@ -42,7 +42,7 @@ from forkhorse.service.errors import (
     NotFound,
     ServiceError,
 )
-from forkhorse.service.reviews import reserve_run
+from forkhorse.service.reviews import abandon_run, reserve_run
 
 log = logging.getLogger(__name__)
 
@@ -381,6 +381,8 @@ def promote_settle(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
     promotion = deps.store.get_promotion(state.project_id, state.promotion_id)
     if promotion is not None and promotion.state in ("queued", "pending"):
         rules.settle(deps, promotion, "failed", refusal=refusal_from_error(state.error))
+    if promotion is not None:
+        _abandon_before_promote_run(deps, promotion)
     with _as_holder(deps, state.project_id, state.promotion_id) as token:
         if token is not None and promotion is not None and promotion.state in OPEN_WRITES:
             rules.reconcile(deps, state.project_id)
@@ -405,6 +407,25 @@ def _as_holder(deps: PromoteDeps, project_id: str, holder: str) -> Iterator[int 
     finally:
         if token is not None:
             deps.store.release_lease(project_id, holder, token)
+
+
+def _abandon_before_promote_run(deps: PromoteDeps, promotion: Promotion) -> None:
+    """A before-promote run still running when its workflow settles was reserved but never
+    started (the step after StartRun failed) or was stopped: nothing will end it, so it
+    ends as interrupted. The workflow holds the project's lease, so no other promote's run
+    of this review can be running."""
+    review = deps.store.get_review(promotion.review_id)
+    execution = None if review is None else review.execution
+    if execution is None or not execution.is_running or execution.trigger != "before-promote":
+        return
+    run = RunRef(
+        project_id=promotion.project_id,
+        review_id=promotion.review_id,
+        generation=execution.generation,
+        trigger=execution.trigger,
+        commit=execution.commit,
+    )
+    abandon_run(deps, run)
 
 
 # --- a workflow that died ----------------------------------------------------------------
