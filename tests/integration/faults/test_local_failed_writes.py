@@ -75,10 +75,10 @@ def test_a_failed_write_at_every_point_keeps_the_invariants_without_a_restart(
     assert plan.writes[index] == PATH_WRITES[index]
     _runs_ended(app, ids["project"])
     settled(app, ids)
-    check_local(app, ids)
+    check_local(app, ids, restarted=False)
     complete(local(app, ids), ids)
     settled(app, ids)
-    check_local(app, ids)
+    check_local(app, ids, restarted=False)
     deployment = app.runtime.deps.containers.deployment  # type: ignore[attr-defined]
     app.runtime.supervisor.shutdown()
     assert leftovers(tmp_path / "home", deployment) == []
