@@ -101,3 +101,26 @@ def test_a_crash_between_put_and_attach_leaves_the_record_unattached(
     assert summary.digest is None, "the current digest is unchanged"
     record_digest = published[-1]
     assert store.get_record_chunks(record_digest) is not None, "the record stays, unattached"
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_an_attach_that_lands_and_then_fails_keeps_the_receipt_and_ends_the_run(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write landed but its caller saw an error (a lost reply): the catch-all must not
+    try to overwrite the attached receipt with an infrastructure error."""
+    store = world.store
+    real_attach = store.attach
+
+    def attach_then_fail(*args: object, **kwargs: object) -> bool:
+        assert real_attach(*args, **kwargs)
+        raise CrashBeforeAttach
+
+    monkeypatch.setattr(store, "attach", attach_then_fail)
+    run = world.review(SCENARIOS[0].files)
+    world.run(run)
+    summary = world.summary(run.review_id)
+    assert (summary.status, summary.digest is not None) == ("passed", True)
+    assert world.record(run.review_id).generation == run.generation
+    ended = world.runtime.supervisor.history(run)[-1]
+    assert ended["type"] == "ExecutionSucceeded", ended

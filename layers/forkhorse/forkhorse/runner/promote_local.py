@@ -180,11 +180,11 @@ class _Workflow:
         try:
             for name in remaining:
                 state = self._step(name, self._body(name), state)
-        except Exception as failure:
+            state = self._step("Release", steps.promote_release, state)
+        except Exception as failure:  # as the state machine's Catch, Release's included
             state = self._step("Settle", steps.promote_settle, state | {"error": _error(failure)})
             self._end(state, failed=True)
             return
-        state = self._step("Release", steps.promote_release, state)
         self._end(state, failed=False)
 
     def _body(self, name: str) -> Step:

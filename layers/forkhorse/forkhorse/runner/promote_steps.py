@@ -42,7 +42,7 @@ from forkhorse.service.errors import (
     NotFound,
     ServiceError,
 )
-from forkhorse.service.reviews import reserve_run
+from forkhorse.service.reviews import abandon_run, reserve_run
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ REFUSED_ERROR = "PromoteRefused"
 ERRORS = (LEASE_BUSY_ERROR, REFUSED_ERROR)
 # Past the checks' own time limits: container start, snapshot reads, verify and write.
 LEASE_MARGIN_SECONDS = 600
+OPEN_WRITES = ("writing", "uncertain")  # open promotions whose write may have landed
 
 
 class LeaseBusy(Exception):
@@ -213,8 +214,16 @@ def promote_renew(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def promote_release(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+    """Release the lease; a write that raised (uncertain) is first reconciled against
+    canonical's head under it, since a promote of a commit canonical already reached is
+    refused before it could reconcile it."""
     state = _state(event)
-    deps.store.release_lease(state.project_id, state.promotion_id, _token(state))
+    token = _token(state)
+    promotion = _promotion(deps, state)
+    fenced = deps.store.check_fence(state.project_id, token, deps.clock.now())
+    if promotion.state in OPEN_WRITES and fenced:
+        rules.reconcile(deps, state.project_id)
+    deps.store.release_lease(state.project_id, state.promotion_id, token)
     return _out(state)
 
 
@@ -363,23 +372,23 @@ def error_of(exception: BaseException) -> dict[str, str]:
 
 
 def promote_settle(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
-    """Record a refused or failed workflow's outcome and release its lease. A promotion
-    already writing or uncertain is left to reconciliation: it stays open, fencing."""
+    """Record a refused or failed workflow's outcome and release its lease (retaken as the
+    holder: the error path may not know the token, e.g. when acquire itself failed). A
+    promotion already writing or uncertain is reconciled against canonical's head while the
+    lease is held, as a dead workflow's is (`settle_stopped`): its writer has stopped, and
+    left open it would read as pending and then fence the project, while a promote of the
+    same commit is refused before it could reconcile it (canonical may be there already)."""
     state = _state(event)
     promotion = deps.store.get_promotion(state.project_id, state.promotion_id)
     if promotion is not None and promotion.state in ("queued", "pending"):
         rules.settle(deps, promotion, "failed", refusal=refusal_from_error(state.error))
-    _release_as_holder(deps, state)
+    if promotion is not None:
+        _abandon_before_promote_run(deps, promotion)
+    with _as_holder(deps, state.project_id, state.promotion_id) as token:
+        if token is not None and promotion is not None and promotion.state in OPEN_WRITES:
+            rules.reconcile(deps, state.project_id)
     current = deps.store.get_promotion(state.project_id, state.promotion_id)
     return _out(state, outcome="failed" if current is None else _outcome(current))
-
-
-def _release_as_holder(deps: PromoteDeps, state: PromoteState) -> None:
-    """Release the lease if this workflow still holds it; the error path may not know the
-    token, e.g. when acquire itself failed."""
-    token = _retake(deps, state.project_id, state.promotion_id)
-    if token is not None:
-        deps.store.release_lease(state.project_id, state.promotion_id, token)
 
 
 def _retake(deps: PromoteDeps, project_id: str, holder: str) -> int | None:
@@ -399,6 +408,25 @@ def _as_holder(deps: PromoteDeps, project_id: str, holder: str) -> Iterator[int 
     finally:
         if token is not None:
             deps.store.release_lease(project_id, holder, token)
+
+
+def _abandon_before_promote_run(deps: PromoteDeps, promotion: Promotion) -> None:
+    """A before-promote run still running when its workflow settles was reserved but never
+    started (the step after StartRun failed) or was stopped: nothing will end it, so it
+    ends as interrupted. The workflow holds the project's lease, so no other promote's run
+    of this review can be running."""
+    review = deps.store.get_review(promotion.review_id)
+    execution = None if review is None else review.execution
+    if execution is None or not execution.is_running or execution.trigger != "before-promote":
+        return
+    run = RunRef(
+        project_id=promotion.project_id,
+        review_id=promotion.review_id,
+        generation=execution.generation,
+        trigger=execution.trigger,
+        commit=execution.commit,
+    )
+    abandon_run(deps, run)
 
 
 # --- a workflow that died ----------------------------------------------------------------

@@ -519,6 +519,8 @@ def _finalize_infrastructure_error(deps: RunnerDeps, run: RunRef) -> dict[str, A
     summary = _current_summary(deps, run)
     if summary is None:
         return {"attached": False, "status": "infrastructure-error"}
+    if summary.status != "running":  # it ended after all: its attach landed, then failed
+        return {"attached": summary.digest is not None, "status": summary.status}
     rows = [_failed_row(row) for row in summary.checks]
     final = _finished_summary(deps, run, "infrastructure-error", rows)
     if final is not None:

@@ -72,15 +72,19 @@ class Promotions:
             started_at=now,
             deadline=now + timedelta(seconds=self._c.settings.promote_job_seconds),
         )
-        if not self._c.store.request_promotion(queued, now):
-            raise Conflict(ALREADY_RUNNING)
         try:
-            self._c.orchestrator.start_promote(project.id, queued.id)
+            requested = self._c.store.request_promotion(queued, now)
+            if requested:
+                self._c.orchestrator.start_promote(project.id, queued.id)
         except Exception:
+            # The request may have landed (its reply was lost) with no job to run it: fail
+            # it now rather than read as pending, and fence the review, until its deadline.
             rules.settle(
                 self._c, queued, "failed", refusal=Refusal(status=409, error=PROMOTE_FAILED)
             )
             raise
+        if not requested:
+            raise Conflict(ALREADY_RUNNING)
         return self._await(queued, self._wait(wait_seconds))
 
     def wait(self, review_id: str, wait_seconds: float | None = None) -> PromoteAnswer | None:

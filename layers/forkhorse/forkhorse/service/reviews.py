@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from forkhorse import records
 from forkhorse.domain.canonical import RecordCorruptedError, digest_of
 from forkhorse.domain.limits import REVIEW_RECEIPTS
 from forkhorse.domain.model import Execution, Review
-from forkhorse.domain.receipts import Trigger, running_summary
+from forkhorse.domain.receipts import Trigger, interrupted_summary, running_summary
 from forkhorse.domain.run import RunRef
 from forkhorse.domain.snapshot import SnapshotUnavailable
 from forkhorse.flow.classify import classify_lineage, classify_receipt
@@ -38,9 +39,36 @@ def reserve_run(context: Context, review: Review, commit: str, trigger: Trigger)
         commit=commit,
     )
     summary = running_summary(trigger, context.clock.now())
-    if not context.store.start_execution(review.id, commit, trigger, run.generation, summary):
+    with abandoned_on_failure(context, run):
+        started = context.store.start_execution(review.id, commit, trigger, run.generation, summary)
+    if not started:
         raise Conflict("The review disappeared while starting its checks.")
     return run
+
+
+@contextlib.contextmanager
+def abandoned_on_failure(context: Context, run: RunRef) -> Iterator[None]:
+    """Making `run` current, or starting it, failed: the write may have landed all the same
+    (its reply was lost), and nothing will ever run it, so end it as interrupted rather than
+    leave the review reading `running` for good. The failure goes on."""
+    try:
+        yield
+    except Exception:
+        try:
+            abandon_run(context, run)
+        except Exception:
+            log.exception("run %s could not be ended after its start failed", run.generation)
+        raise
+
+
+def abandon_run(context: Context, run: RunRef) -> None:
+    """End `run` as interrupted if it is its review's current, still running execution."""
+    review = context.store.get_review(run.review_id)
+    execution = None if review is None else review.execution
+    if execution is None or execution.generation != run.generation or not execution.is_running:
+        return
+    ended = interrupted_summary(execution.summary, context.clock.now())
+    context.store.update_summary(run.review_id, run.generation, ended)
 
 
 class Reviews:
@@ -87,17 +115,17 @@ class Reviews:
                 generation=generation, commit=commit, trigger="review-created", summary=summary
             ),
         )
-        if not self._c.store.create_review(review):
-            raise Conflict("That review already exists.")
-        self._c.orchestrator.start_run(
-            RunRef(
-                project_id=project.id,
-                review_id=review.id,
-                generation=generation,
-                trigger="review-created",
-                commit=commit,
-            )
+        run = RunRef(
+            project_id=project.id,
+            review_id=review.id,
+            generation=generation,
+            trigger="review-created",
+            commit=commit,
         )
+        with abandoned_on_failure(self._c, run):
+            if not self._c.store.create_review(review):
+                raise Conflict("That review already exists.")
+            self._c.orchestrator.start_run(run)
         return {"review": review_json(review, None)}
 
     def _require_commit(self, project_id: str, sha: str) -> None:

@@ -1,0 +1,15 @@
+"""The fault campaigns' fixtures: the busybox image, recorded once per test's registry."""
+
+from pathlib import Path
+
+import pytest
+from forkhorse.adapters.containers.images import ImageRegistry
+
+from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
+
+
+@pytest.fixture
+def images(tmp_path: Path, busybox_ref: str) -> Path:  # noqa: F811
+    directory = tmp_path / "images"
+    ImageRegistry(directory).record("busybox", busybox_ref)
+    return directory

@@ -1,0 +1,108 @@
+"""The local crash-point campaign: kill -9 before and after every write of one review's
+path (push → review → quick + full run → attach → approve → promote, required mode), then
+restart on the same home, check the invariants, finish the path and check them again.
+
+`PATH_WRITES` is the path's write sequence; the recording test proves it is exactly what a
+real walk does, so a change in the path's writes fails here until the list is updated and
+every new write gets its crash points."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from forkhorse.adapters.containers.images import ImageRegistry
+from forkhorse.api.local import LocalApp, build_local_app
+from forkhorse.service import ServiceSettings
+from forkhorse.wiring.local import build_local_runtime
+
+from tests.integration.faults.invariants import check_local, complete, leftovers, local, settled
+from tests.integration.faults.path_worker import PATH_WRITES
+from tests.support.faults import PHASES, logged_writes, read_log
+
+# A step thread that dies with an exception is a defect even when the state looks right.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKER_SECONDS = 240
+
+
+def _walk(tmp_path: Path, images: Path, *crash: str) -> tuple[dict[str, str], int]:
+    """Run the worker on `tmp_path/home`; its ids and its exit status."""
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "layers/forkhorse")])}
+    command = ["tests.integration.faults.path_worker", str(tmp_path / "home"), str(images)]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", *command, str(tmp_path / "writes.log"), *crash],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdout is not None
+    try:
+        line = worker.stdout.readline()
+        assert line, "the worker died before its project was set up"
+        return json.loads(line), worker.wait(WORKER_SECONDS)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+@pytest.fixture
+def restarted(tmp_path: Path, images: Path) -> Iterator[list[LocalApp]]:
+    """The app restarted on the worker's home (filled in by the test), closed at the end."""
+    apps: list[LocalApp] = []
+    yield apps
+    for app in apps:
+        app.close()
+
+
+def _restart(tmp_path: Path, images: Path, apps: list[LocalApp]) -> LocalApp:
+    runtime = build_local_runtime(tmp_path / "home", images=ImageRegistry(images))
+    apps.append(build_local_app(runtime, ServiceSettings()))
+    return apps[-1]
+
+
+def _close_and_check_leftovers(tmp_path: Path, apps: list[LocalApp]) -> None:
+    app = apps.pop()
+    deployment = app.runtime.deps.containers.deployment  # type: ignore[attr-defined]
+    app.close()
+    assert leftovers(tmp_path / "home", deployment) == []
+
+
+def test_the_recorded_path_is_the_listed_one(
+    tmp_path: Path, images: Path, restarted: list[LocalApp]
+) -> None:
+    ids, status = _walk(tmp_path, images)
+    assert status == 0, "the uninterrupted path promotes"
+    assert logged_writes(tmp_path / "writes.log") == PATH_WRITES
+    app = _restart(tmp_path, images, restarted)
+    settled(app, ids)
+    check_local(app, ids)
+    assert [entry.commit for entry in app.runtime.store.ledger(ids["project"])] == [ids["commit"]]
+    _close_and_check_leftovers(tmp_path, restarted)
+
+
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize(
+    "index", range(len(PATH_WRITES)), ids=[f"{i:02d}-{n}" for i, n in enumerate(PATH_WRITES)]
+)
+def test_kill_9_at_every_write_keeps_the_invariants(
+    tmp_path: Path, images: Path, restarted: list[LocalApp], index: int, phase: str
+) -> None:
+    ids, status = _walk(tmp_path, images, str(index), phase)
+    log = read_log(tmp_path / "writes.log")
+    assert status == -9, f"the worker was not killed {phase} write {index}: {log[-3:]}"
+    assert log[-1] == f"crash {index} {phase} {PATH_WRITES[index]}"
+    app = _restart(tmp_path, images, restarted)
+    settled(app, ids)
+    check_local(app, ids)
+    complete(local(app, ids), ids)
+    settled(app, ids)
+    check_local(app, ids)
+    _close_and_check_leftovers(tmp_path, restarted)
