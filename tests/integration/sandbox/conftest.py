@@ -18,6 +18,7 @@ from forkhorse.domain.snapshot import SnapshotBudget
 from forkhorse.ports.git import Snapshot, SnapshotReader
 
 MODULE = ".forkhorse/quick/probe.py"
+JS_MODULE = ".forkhorse/quick/probe.js"
 BRAND = '{"name": "Forkhorse", "slug": "forkhorse", "mark": "FH"}\n'
 
 
@@ -110,9 +111,24 @@ def run_module(
     sandbox: BwrapSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed]
 ) -> RunModule:
     """Commit `source` as the quick module (plus `files`) and run it in a fresh sandbox."""
+    return _runner(sandbox, commit_files, MODULE)
 
+
+@pytest.fixture
+def run_js(
+    sandbox: BwrapSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed]
+) -> RunModule:
+    """Commit `source` as a JavaScript quick module (plus `files`) and run it."""
+    return _runner(sandbox, commit_files, JS_MODULE)
+
+
+def _runner(
+    sandbox: BwrapSandbox,
+    commit_files: Callable[[dict[str, str | bytes]], Committed],
+    module: str,
+) -> RunModule:
     def run(source: str, files: dict[str, str | bytes] | None = None) -> CheckRecord:
-        committed = commit_files({"brand.json": BRAND, MODULE: source, **(files or {})})
-        return sandbox.run_check(committed.snapshot, QuickCheckDef(name="probe", module=MODULE))
+        committed = commit_files({"brand.json": BRAND, module: source, **(files or {})})
+        return sandbox.run_check(committed.snapshot, QuickCheckDef(name="probe", module=module))
 
     return run

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 
+from forkhorse.adapters.sandbox.programs import ChildProgram
 from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.adapters.sandbox.session import run_quick_check
 from forkhorse.domain.checks import QuickCheckDef
@@ -57,10 +58,10 @@ class LambdaLauncher:
         self._seccomp = seccomp
         self._private_dir: str | None = None
 
-    def spawn(self, rpc_fd: int, harness_source: str) -> subprocess.Popen[bytes]:
+    def spawn(self, rpc_fd: int, program: ChildProgram) -> subprocess.Popen[bytes]:
         self._private_dir = tempfile.mkdtemp(prefix="forkhorse-quick-")
         return subprocess.Popen(
-            [self._executable, "-I", "-S", "-c", harness_source, str(rpc_fd)],
+            program.argv(self._executable, rpc_fd),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
