@@ -67,7 +67,14 @@ function call(op, data) {
   });
 }
 
-function finish(op, data) {
+// The logs first, as the Python harness flushes them: a check's output counts against its
+// output limit before its verdict can end it.
+function drained(stream) {
+  return stream.writableLength === 0 ? Promise.resolve() : new Promise((resolve) => stream.once("drain", resolve));
+}
+
+async function finish(op, data) {
+  await Promise.all([drained(process.stdout), drained(process.stderr)]);
   send(op, data);
   channel.end(() => process.exit(0));
 }
