@@ -32,7 +32,7 @@ from forkhorse.adapters.sandbox.runtime import (
 )
 from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.adapters.sandbox.session import (
-    child_rlimits,
+    rlimit_resources,
     run_quick_check,
     unavailable_record,
 )
@@ -66,11 +66,7 @@ class BwrapLauncher:
         self._as_root = os.geteuid() == 0
         # Unprivileged, RLIMIT_NPROC would count the caller's own processes, so only root's
         # children get it from here (a harness that sets its own sets it after dropping).
-        self._rlimits = {
-            getattr(resource, f"RLIMIT_{name.upper()}"): value
-            for name, value in child_rlimits(limits).items()
-            if name != "nproc" or self._as_root
-        }
+        self._rlimits = rlimit_resources(limits, with_nproc=self._as_root)
         # realpath calls cost ~1 ms, so the fixed arguments are built once.
         self._prefix = self._sandbox_arguments(bwrap, runtime, limits.tmpfs_bytes)
 

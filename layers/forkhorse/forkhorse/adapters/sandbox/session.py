@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import resource
 import secrets
 import selectors
 import signal
@@ -72,6 +73,17 @@ def child_rlimits(limits: QuickSandboxLimits) -> dict[str, tuple[int, int]]:
         "nproc": (limits.processes, limits.processes),
         "nofile": (limits.open_files, limits.open_files),
         "core": (0, 0),
+    }
+
+
+def rlimit_resources(
+    limits: QuickSandboxLimits, *, with_nproc: bool = True
+) -> dict[int, tuple[int, int]]:
+    """child_rlimits by `resource` constant, for a launcher that sets them itself."""
+    return {
+        getattr(resource, f"RLIMIT_{name.upper()}"): value
+        for name, value in child_rlimits(limits).items()
+        if with_nproc or name != "nproc"
     }
 
 
