@@ -141,6 +141,7 @@ def test_history_follows_the_state_machine(world: World) -> None:
     assert entered == [
         "Prepare",
         "QuickChecks",
+        "QuickRuntime",
         "QuickCheck",
         "QuickRecord",
         "QuickGate",
