@@ -20,7 +20,8 @@ from pathlib import Path, PurePosixPath
 _LDD_PATH = re.compile(r"(?:=>\s+|^\s+)(/\S+)\s+\(0x", re.MULTILINE)
 _FALLBACK_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 HIDDEN_TMPFS_BYTES = 4096  # an empty, read-only tmpfs over site-packages: one page
-_NODE_CANDIDATES = ("/usr/bin/node", "/usr/local/bin/node", "/var/lang/bin/node")
+# The usual places, and /opt/bin: where NodeRuntimeLayer puts it in QuickCheckJsFunction.
+_NODE_CANDIDATES = ("/usr/bin/node", "/usr/local/bin/node", "/opt/bin/node")
 _NODE_VERSION = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 # vm.SourceTextModule (--experimental-vm-modules) and the vm context options the harness uses.
 MIN_NODE_MAJOR = 18
