@@ -1,9 +1,11 @@
 """The local quick sandbox: one bubblewrap child per check.
 
 The child gets every namespace unshared (network included), an empty environment, no
-capabilities, a read-only view of the Python runtime only (no host or repository files, no
-/proc, no /dev), a read-only root, a private size-limited /tmp (the only writable place), a
-seccomp filter and the harness's rlimits, and it runs as an unprivileged uid on the host.
+capabilities, a read-only view of its runtime only (the Python interpreter and stdlib, or the
+`node` binary; no host or repository files, no /proc, no /dev), a read-only root, a private
+size-limited /tmp (the only writable place), a seccomp filter and the rlimits, and it runs as
+an unprivileged uid on the host. The Python harness sets its own rlimits; for `node`, which
+cannot, bubblewrap also pauses (`--block-fd`) until this launcher has set them (prlimit).
 
 Started as root, bubblewrap must bind the runtime, which may live under root's mode-0700
 home (pyenv), so the child's user namespace maps the host's root as well as the check's uid:
