@@ -36,11 +36,10 @@ from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.adapters.sandbox.session import (
     rlimit_resources,
     run_quick_check,
-    unavailable_record,
 )
 from forkhorse.domain.checks import QuickCheckDef, QuickLanguage
 from forkhorse.domain.limits import QUICK_SANDBOX, QuickSandboxLimits
-from forkhorse.domain.receipts import CheckRecord, Evidence
+from forkhorse.domain.receipts import CheckRecord, Evidence, quick_not_run
 from forkhorse.ports.git import Snapshot
 
 TMPFS_BYTES = QUICK_SANDBOX.tmpfs_bytes  # kept importable; the value lives in domain.limits
@@ -251,7 +250,7 @@ class BwrapSandbox:
         try:
             launcher, program = self._for(definition.language)
         except NodeMissing as error:
-            return unavailable_record(definition, self.platform, str(error))
+            return quick_not_run(definition, self.platform, str(error))
         return run_quick_check(launcher, snapshot, definition, self.platform, self._limits, program)
 
     def _for(self, language: QuickLanguage) -> tuple[BwrapLauncher, ChildProgram]:

@@ -35,11 +35,10 @@ from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.adapters.sandbox.session import (
     rlimit_resources,
     run_quick_check,
-    unavailable_record,
 )
 from forkhorse.domain.checks import QuickCheckDef, QuickLanguage
 from forkhorse.domain.limits import QUICK_SANDBOX, QuickSandboxLimits
-from forkhorse.domain.receipts import CheckRecord, Evidence
+from forkhorse.domain.receipts import CheckRecord, Evidence, quick_not_run
 from forkhorse.ports.git import Snapshot
 
 _PR_SET_DUMPABLE = 4
@@ -132,7 +131,7 @@ class LambdaSandbox:
         try:
             executable, program = self._program(definition.language)
         except NodeMissing as error:
-            return unavailable_record(definition, self.platform, str(error))
+            return quick_not_run(definition, self.platform, str(error))
         launcher = LambdaLauncher(executable, self._seccomp, self._limits)
         return run_quick_check(launcher, snapshot, definition, self.platform, self._limits, program)
 

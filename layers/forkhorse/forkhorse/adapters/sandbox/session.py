@@ -450,23 +450,6 @@ def run_quick_check(
     return session.run()
 
 
-def unavailable_record(definition: QuickCheckDef, platform: str, message: str) -> CheckRecord:
-    """The record of a check whose runtime is not installed: nothing ran, nothing loaded."""
-    return CheckRecord(
-        name=definition.name,
-        tier="quick",
-        definition=definition.definition(),
-        runtime="dynamic-worker",
-        platform=platform,
-        image_digest="",
-        outcome="infrastructure-error",
-        message=sanitize_message(message),
-        duration_ms=0,
-        stdout=LogSample().bounded(),
-        stderr=LogSample().bounded(),
-    )
-
-
 def _verdict_outcome(
     op: bytes, data: bytes, limits: QuickSandboxLimits
 ) -> tuple[FinalOutcome, str]:
