@@ -482,8 +482,13 @@ DEADLINE_MODULES = {
     "awaits-forever-at-import": (
         "await new Promise(() => {});\nexport default async () => ({ ok: true });\n"
     ),
-    "reads-after-deadline": (
-        'export default async (ctx) => {\n  for (;;) await ctx.read("brand.json");\n};\n'
+    "reads-after-deadline": (  # paced below the call budget (the module's realm has no timers)
+        "export default async (ctx) => {\n"
+        "  for (;;) {\n"
+        '    await ctx.read("brand.json");\n'
+        "    for (const until = Date.now() + 25; Date.now() < until;) {}\n"
+        "  }\n"
+        "};\n"
     ),
 }
 
