@@ -70,7 +70,8 @@ function call(op, data) {
 // The logs first, as the Python harness flushes them: a check's output counts against its
 // output limit before its verdict can end it.
 function drained(stream) {
-  return stream.writableLength === 0 ? Promise.resolve() : new Promise((resolve) => stream.once("drain", resolve));
+  if (stream.writableLength === 0) return Promise.resolve();
+  return new Promise((resolve) => stream.once("drain", resolve));
 }
 
 async function finish(op, data) {
@@ -194,7 +195,9 @@ function ownData(result, key) {
 // {ok: boolean, message?: string}, a plain object of the module's realm with exactly those
 // own data properties; read once, as primitives.
 function verdict(result, objectPrototype) {
-  if (typeof result !== "object" || result === null || isProxy(result)) return [OP_INVALID, "shape"];
+  if (typeof result !== "object" || result === null || isProxy(result)) {
+    return [OP_INVALID, "shape"];
+  }
   const prototype = Object.getPrototypeOf(result);
   if (prototype !== objectPrototype && prototype !== null) return [OP_INVALID, "shape"];
   const keys = Reflect.ownKeys(result);
