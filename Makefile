@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TOOLS := .tools
 FORKHORSE_HOME ?= .forkhorse-local
 FORKHORSE_PORT ?= 8787
-SYSTEM_PACKAGES := podman runc bubblewrap debootstrap busybox-static uidmap chromium git
+SYSTEM_PACKAGES := podman runc bubblewrap nodejs debootstrap busybox-static uidmap chromium git
 
 .PHONY: help setup system-deps run test test-hostile check lint bench clean
 

@@ -105,6 +105,10 @@ def runner_functions(sam: Sam) -> None:
     _expect("QuickCheckFunction", (dropped["name"], len(dropped["evidence"])), ("brand", 64))
     recorded = sam.invoke_with("QuickRecordFunction", dropped)
     _expect("QuickRecordFunction", recorded["outcome"], "infrastructure-error")
+    dropped = sam.invoke("QuickCheckJsFunction", EVENTS / "quick_check_js.json")
+    _expect(
+        "QuickCheckJsFunction", (dropped["name"], len(dropped["evidence"])), ("brand-quick", 64)
+    )
     started = sam.invoke("FullStartFunction", EVENTS / "run_full_start.json")
     _expect(
         "FullStartFunction", (started["done"], started["outcome"]), (True, "infrastructure-error")

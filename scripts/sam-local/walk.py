@@ -39,8 +39,14 @@ from sam import Sam
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_URL = "https://sam-local.invalid"
 QUICK_CHECK = "def check(ctx):\n    return {'ok': True, 'message': 'Quick check passed.'}\n"
+QUICK_CHECK_JS = (
+    'export default async (ctx) => ({ ok: (await ctx.read("README.md")) === "hello\\n" });\n'
+)
 WARM_SAMPLES = 10
-CHECKS = '[{"name":"quick","tier":"quick","module":".forkhorse/quick/ok.py"}]\n'
+CHECKS = (
+    '[{"name":"quick","tier":"quick","module":".forkhorse/quick/ok.py"},'
+    '{"name":"quick-js","tier":"quick","module":".forkhorse/quick/ok.js"}]\n'
+)
 
 
 @dataclass
@@ -162,6 +168,7 @@ def push_initial_import(clone_url: str, token: str) -> None:
         "README.md": "hello\n",
         ".forkhorse/checks": CHECKS,
         ".forkhorse/quick/ok.py": QUICK_CHECK,
+        ".forkhorse/quick/ok.js": QUICK_CHECK_JS,
     }
     with git_http_app() as base, tempfile.TemporaryDirectory(prefix="sam-local-git-") as work:
         worktree = Path(work)
@@ -229,16 +236,21 @@ def _step(sam: Sam, function: str, event: dict[str, Any]) -> dict[str, Any]:
 def run_receipt_by_hand(sam: Sam, run: dict[str, Any]) -> None:
     """A ReceiptRun execution's input through each step Lambda in turn."""
     prepared = _step(sam, "PrepareFunction", run)
-    assert (prepared["discovery"], prepared["quickCount"]) == ("checks", 1), prepared
+    assert (prepared["discovery"], prepared["quickCount"]) == ("checks", 2), prepared
     results = []
     for check in prepared["quick"]:
-        dropped = _step(sam, "QuickCheckFunction", {"run": run["run"], "check": check})
+        dropped = _step(sam, quick_function(check), {"run": run["run"], "check": check})
         results.append(_step(sam, "QuickRecordFunction", dropped))
-    assert [r["outcome"] for r in results] == ["passed"], results
+    assert [r["outcome"] for r in results] == ["passed", "passed"], results
     final = _step(
         sam, "FinalizeFunction", {**run, "prepared": prepared, "quick": results, "full": []}
     )
     assert (final["attached"], final["status"]) == (True, "passed"), (final, _items(run))
+
+
+def quick_function(check: dict[str, Any]) -> str:
+    """The state machine's QuickRuntime choice: the module's extension picks the function."""
+    return "QuickCheckJsFunction" if check["module"].endswith(".js") else "QuickCheckFunction"
 
 
 # --- the PromoteRun, step by step -----------------------------------------------------------

@@ -1,7 +1,8 @@
 """Quick-check benchmark: spawn to verdict, as a ratio against a bare interpreter start.
 
 Both are measured in the same run on the same machine: the bare baseline is
-`python3 -I -S -c pass` with the very interpreter the sandbox runs.
+`python3 -I -S -c pass` with the very interpreter the sandbox runs, or `node -e 0` with the
+very `node` that runs JavaScript checks.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from dulwich.repo import Repo
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
-from forkhorse.adapters.sandbox.runtime import current_runtime
+from forkhorse.adapters.sandbox.runtime import current_runtime, node_runtime
 from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.ports.git import Snapshot
 
@@ -28,6 +29,7 @@ TARGET_RATIO = 2.5
 REGRESSION_RATIO = 4.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = "def check(ctx):\n    return {'ok': ctx.read('brand.json') is not None}\n"
+MINIMAL_JS = 'export default async (ctx) => ({ ok: (await ctx.read("brand.json")) !== null });\n'
 
 
 def _snapshot(tmp_path: Path) -> Snapshot:
@@ -35,9 +37,13 @@ def _snapshot(tmp_path: Path) -> Snapshot:
     (work / ".forkhorse/quick").mkdir(parents=True)
     (work / "brand.json").write_text((REPO_ROOT / "brand.json").read_text())
     (work / ".forkhorse/quick/brand.py").write_text(
-        (REPO_ROOT / ".forkhorse/quick/brand.py").read_text()
+        (REPO_ROOT / "examples/quick/brand.py").read_text()
+    )
+    (work / ".forkhorse/quick/brand.js").write_text(
+        (REPO_ROOT / ".forkhorse/quick/brand.js").read_text()
     )
     (work / ".forkhorse/quick/minimal.py").write_text(MINIMAL)
+    (work / ".forkhorse/quick/minimal.js").write_text(MINIMAL_JS)
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(work),
@@ -74,55 +80,79 @@ def _bare_start() -> None:
     subprocess.run([executable, "-I", "-S", "-c", "pass"], check=True)
 
 
-@pytest.mark.bench
-@pytest.mark.sandbox
-def test_one_quick_check_against_a_bare_interpreter(tmp_path: Path) -> None:
+def _bare_node_start() -> None:
+    subprocess.run([node_runtime().executable, "-e", "0"], check=True)
+
+
+# Per module extension: how the bare baseline is started, and what it is called.
+BARE_STARTS: dict[str, tuple[str, Callable[[], None]]] = {
+    "py": ("python3 -I -S -c pass", _bare_start),
+    "js": ("node -e 0", _bare_node_start),
+}
+
+
+def _one_against_bare(tmp_path: Path, extension: str) -> tuple[float, float, float]:
+    """Median seconds of a bare start, a minimal quick check and the brand check."""
     snapshot = _snapshot(tmp_path)
     sandbox = BwrapSandbox()
-    minimal = QuickCheckDef(name="minimal", module=".forkhorse/quick/minimal.py")
-    brand = QuickCheckDef(name="brand", module=".forkhorse/quick/brand.py")
+    minimal = QuickCheckDef(name="minimal", module=f".forkhorse/quick/minimal.{extension}")
+    brand = QuickCheckDef(name="brand", module=f".forkhorse/quick/brand.{extension}")
     assert sandbox.run_check(snapshot, minimal).outcome == "passed"  # warm caches once
     bare, one, brand_one = _interleaved_medians(
         [
-            _bare_start,
+            BARE_STARTS[extension][1],
             lambda: sandbox.run_check(snapshot, minimal),
             lambda: sandbox.run_check(snapshot, brand),
         ],
         ROUNDS,
     )
-    ratio = one / bare
     print(
-        f"\nbare python3 -I -S -c pass: {bare * 1000:.1f} ms (median of {ROUNDS})"
-        f"\none quick check, spawn to verdict: {one * 1000:.1f} ms -> ratio {ratio:.2f}x"
-        f" (target <= {TARGET_RATIO}x); {1000 - one * 1000:.0f} ms under one second"
-        f"\nthe repository's brand check (imports json): {brand_one * 1000:.1f} ms"
+        f"\nbare {BARE_STARTS[extension][0]}: {bare * 1000:.1f} ms (median of {ROUNDS})"
+        f"\none .{extension} quick check, spawn to verdict: {one * 1000:.1f} ms -> ratio"
+        f" {one / bare:.2f}x (target <= {TARGET_RATIO}x); {1000 - one * 1000:.0f} ms under"
+        f" one second\nthe repository's brand.{extension} check: {brand_one * 1000:.1f} ms"
         f" -> ratio {brand_one / bare:.2f}x"
     )
-    assert ratio <= REGRESSION_RATIO
+    return bare, one, brand_one
+
+
+@pytest.mark.bench
+@pytest.mark.sandbox
+def test_one_quick_check_against_a_bare_interpreter(tmp_path: Path) -> None:
+    bare, one, brand_one = _one_against_bare(tmp_path, "py")
+    assert one / bare <= REGRESSION_RATIO
     assert one < 0.25
     assert brand_one < 1.0
 
 
 @pytest.mark.bench
 @pytest.mark.sandbox
-def test_a_suite_of_ten_quick_checks(tmp_path: Path) -> None:
+def test_one_javascript_quick_check_against_a_bare_node(tmp_path: Path) -> None:
+    bare, one, brand_one = _one_against_bare(tmp_path, "js")
+    assert one / bare <= REGRESSION_RATIO
+    assert brand_one < 1.0
+
+
+@pytest.mark.bench
+@pytest.mark.sandbox
+@pytest.mark.parametrize("extension", list(BARE_STARTS))
+def test_a_suite_of_ten_quick_checks(tmp_path: Path, extension: str) -> None:
     snapshot = _snapshot(tmp_path)
     sandbox = BwrapSandbox()
-    checks = [
-        QuickCheckDef(name=f"brand-{index}", module=".forkhorse/quick/brand.py")
-        for index in range(10)
-    ]
+    module = f".forkhorse/quick/brand.{extension}"
+    checks = [QuickCheckDef(name=f"brand-{index}", module=module) for index in range(10)]
+    bare_start = BARE_STARTS[extension][1]
 
     def suite() -> None:
         assert all(sandbox.run_check(snapshot, check).outcome == "passed" for check in checks)
 
     def ten_bare_starts() -> None:
         for _ in range(10):
-            _bare_start()
+            bare_start()
 
     ten_bare, total = _interleaved_medians([ten_bare_starts, suite], rounds=5)
     print(
-        f"\nsuite of 10 quick checks (brand.py), in order: {total * 1000:.0f} ms"
+        f"\nsuite of 10 quick checks (brand.{extension}), in order: {total * 1000:.0f} ms"
         f" ({total * 100:.1f} ms per check; 10 bare starts: {ten_bare * 1000:.0f} ms,"
         f" ratio {total / ten_bare:.2f}x)"
     )

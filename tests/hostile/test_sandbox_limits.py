@@ -21,7 +21,7 @@ from forkhorse.domain.receipts import CheckRecord
 
 from tests.integration.containers import conftest as container_fixtures
 from tests.integration.containers.helpers import RunCheck
-from tests.integration.sandbox.conftest import BRAND, MODULE, make_committer
+from tests.integration.sandbox.conftest import BRAND, JS_MODULE, MODULE, make_committer
 from tests.support.resources import meminfo_bytes, peak_of, shmem_bytes, used_disk_bytes
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.podman]
@@ -48,9 +48,9 @@ def sandbox() -> BwrapSandbox:
 def run_quick(sandbox: BwrapSandbox, tmp_path: Path) -> Callable[[str], CheckRecord]:
     commit = make_committer(tmp_path)
 
-    def run(source: str) -> CheckRecord:
-        snapshot = commit({"brand.json": BRAND, MODULE: source}).snapshot
-        return sandbox.run_check(snapshot, QuickCheckDef(name="probe", module=MODULE))
+    def run(source: str, module: str = MODULE) -> CheckRecord:
+        snapshot = commit({"brand.json": BRAND, module: source}).snapshot
+        return sandbox.run_check(snapshot, QuickCheckDef(name="probe", module=module))
 
     return run
 
@@ -153,6 +153,89 @@ def check(ctx):
     assert seen[0]["Uid"].split() == [str(nobody)] * 4
     assert seen[0]["Gid"].split() == [str(nobody)] * 4
     assert seen[0]["Groups"] == ""
+
+
+def _watch_sandboxed_child(seen: list[dict[str, str]], done: threading.Event) -> None:
+    """Record the sandboxed child's /proc status and limits (peak VmRSS kept) until done."""
+    while not done.is_set():
+        status = _sandboxed_python_below(os.getpid())
+        if status is not None and status.get("Name") == "node":
+            try:
+                limits = Path(f"/proc/{status['Pid']}/limits").read_text()
+            except OSError:
+                continue
+            status["limits"] = limits
+            peak = max((_kib(entry.get("VmRSS", "0 kB")) for entry in seen), default=0)
+            seen.append({**status, "peakRSS": str(max(peak, _kib(status.get("VmRSS", "0 kB"))))})
+        time.sleep(0.02)
+
+
+def _kib(value: str) -> int:
+    return int(value.split()[0]) if value else 0
+
+
+def _limit(limits: str, name: str) -> str:
+    line = next(line for line in limits.splitlines() if line.startswith(name))
+    return line[len(name) :].split()[0]
+
+
+def _watched(run: Callable[[], CheckRecord]) -> tuple[CheckRecord, list[dict[str, str]]]:
+    seen: list[dict[str, str]] = []
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch_sandboxed_child, args=(seen, done), daemon=True)
+    watcher.start()
+    try:
+        record = run()
+    finally:
+        done.set()
+        watcher.join()
+    return record, seen
+
+
+def test_javascript_check_runs_as_nobody_with_the_rlimits_and_the_filter(
+    run_quick: Callable[..., CheckRecord],
+) -> None:
+    """node cannot set its own rlimits: the launcher sets them before it starts."""
+    source = """export default async () => {
+  for (const until = Date.now() + 2000; Date.now() < until;) {}
+  return { ok: false, message: "spun" };
+};
+"""
+    record, seen = _watched(lambda: run_quick(source, JS_MODULE))
+    assert (record.outcome, record.message) == ("failed", "spun")
+    assert seen, "the sandboxed node was never seen"
+    status = seen[-1]
+    nobody = str(QUICK_SANDBOX.uid)
+    assert status["Uid"].split() == [nobody] * 4
+    assert status["Seccomp"] == "2"
+    assert status["NoNewPrivs"] == "1"
+    limits = status["limits"]
+    assert _limit(limits, "Max address space") == str(QUICK_SANDBOX.address_space_bytes)
+    assert _limit(limits, "Max processes") == str(QUICK_SANDBOX.processes)
+    assert _limit(limits, "Max open files") == str(QUICK_SANDBOX.open_files)
+    assert _limit(limits, "Max file size") == str(QUICK_SANDBOX.file_size_bytes)
+    assert _limit(limits, "Max cpu time") == str(QUICK_SANDBOX.cpu_seconds)
+    assert int(status["Threads"]) <= QUICK_SANDBOX.processes
+
+
+def test_javascript_heap_exhaustion_stops_at_the_heap_limit(
+    run_quick: Callable[..., CheckRecord],
+) -> None:
+    source = """export default async () => {
+  const hoard = [];
+  for (;;) hoard.push(new Array(100_000).fill(1.5));
+};
+"""
+    record, seen = _watched(lambda: run_quick(source, JS_MODULE))
+    heap = format_bytes(QUICK_SANDBOX.heap_bytes)
+    assert (record.outcome, record.message) == (
+        "failed",
+        f"The check exceeded its JavaScript heap limit of {heap}.",
+    )
+    assert seen, "the sandboxed node was never seen"
+    peak = max(int(entry["peakRSS"]) for entry in seen) * 1024
+    # The heap limit plus node's own code and buffers; far below the 1 GiB address space.
+    assert peak < QUICK_SANDBOX.heap_bytes + 256 * MIB
 
 
 # --- full checks --------------------------------------------------------------------------

@@ -31,6 +31,7 @@ PROMOTE_STEPS = (
 RUNNER_FUNCTIONS = (
     "PrepareFunction",
     "QuickCheckFunction",
+    "QuickCheckJsFunction",
     "QuickRecordFunction",
     "FullStartFunction",
     "FullPollFunction",
@@ -104,10 +105,14 @@ def test_no_statement_grants_every_action_on_everything(resources: dict[str, Any
             assert not any(a.endswith(":*") for a in _actions(statement)), name
 
 
+QUICK_FUNCTIONS = ("QuickCheckFunction", "QuickCheckJsFunction")
+
+
+@pytest.mark.parametrize("function", QUICK_FUNCTIONS)
 def test_the_quick_check_lambda_can_only_read_snapshots_and_drop_evidence(
-    resources: dict[str, Any],
+    resources: dict[str, Any], function: str
 ) -> None:
-    role = _role_of(resources, "QuickCheckFunction")
+    role = _role_of(resources, function)
     actions = {a for s in _statements(role) for a in _actions(s)}
     assert actions == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
     managed = json.dumps(role.get("ManagedPolicyArns", []))
@@ -115,8 +120,12 @@ def test_the_quick_check_lambda_can_only_read_snapshots_and_drop_evidence(
     assert "DynamoDB" not in managed
 
 
-def test_the_quick_check_lambda_has_no_internet_route(resources: dict[str, Any]) -> None:
-    config = resources["QuickCheckFunction"]["Properties"]["VpcConfig"]
+@pytest.mark.parametrize("function", QUICK_FUNCTIONS)
+def test_the_quick_check_lambda_has_no_internet_route(
+    resources: dict[str, Any], function: str
+) -> None:
+    config = resources[function]["Properties"]["VpcConfig"]
+    assert config["SecurityGroupIds"] == [{"Ref": "QuickCheckSecurityGroup"}]
     assert {s["Ref"] for s in config["SubnetIds"]} == {"IsolatedSubnetA", "IsolatedSubnetB"}
     kinds = {resource["Type"] for resource in resources.values()}
     assert "AWS::EC2::InternetGateway" not in kinds
@@ -125,6 +134,29 @@ def test_the_quick_check_lambda_has_no_internet_route(resources: dict[str, Any])
     endpoint = resources["S3GatewayEndpoint"]["Properties"]
     assert endpoint["VpcEndpointType"] == "Gateway"
     assert endpoint["RouteTableIds"] == [{"Ref": "IsolatedRouteTable"}]
+
+
+def test_the_javascript_quick_lambda_is_the_python_one_plus_node(
+    resources: dict[str, Any],
+) -> None:
+    """Same handler, code, limits, network and grants; only NodeRuntimeLayer is added."""
+    python, javascript = (resources[name]["Properties"] for name in QUICK_FUNCTIONS)
+    for key in ("Handler", "Runtime", "MemorySize", "Timeout", "VpcConfig", "Environment"):
+        assert javascript[key] == python[key], key
+    assert javascript["Code"]["S3Key"] == python["Code"]["S3Key"]
+    (forkhorse,) = python["Layers"]
+    first, node = javascript["Layers"]  # SAM names each layer version by a content hash
+    assert first == forkhorse
+    assert node["Ref"].startswith("NodeRuntimeLayer")
+    roles = [_role_of(resources, name) for name in QUICK_FUNCTIONS]
+    assert _statements(roles[0]) == _statements(roles[1])
+    assert roles[0]["ManagedPolicyArns"] == roles[1]["ManagedPolicyArns"]
+
+
+def test_the_receipt_run_may_invoke_both_quick_functions(resources: dict[str, Any]) -> None:
+    role = _role_of(resources, "ReceiptRunStateMachine")
+    invoked = json.dumps([s["Resource"] for s in _statements(role)])
+    assert all(name in invoked for name in QUICK_FUNCTIONS)
 
 
 def test_no_public_route_reaches_the_runner(resources: dict[str, Any]) -> None:

@@ -87,11 +87,11 @@ def large_files() -> FullCheckDef:
     return full_check(REPO / ".forkhorse/checks", "large-files")
 
 
-def test_large_files_is_registered_after_brand_in_the_default_image(
+def test_large_files_is_registered_after_the_brand_quick_check_in_the_default_image(
     large_files: FullCheckDef,
 ) -> None:
     names = [check.name for check in parse_checks((REPO / ".forkhorse/checks").read_text())]
-    assert names.index("brand") < names.index("large-files")
+    assert names.index("brand-quick") < names.index("large-files") < names.index("brand")
     assert large_files.image == "default"
 
 

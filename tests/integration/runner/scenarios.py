@@ -12,14 +12,21 @@ PASSING_QUICK = (
 )
 FAILING_QUICK = 'def check(ctx):\n    return {"ok": False, "message": "Brand is missing a mark."}\n'
 BRAND = '{"name": "Demo", "slug": "demo", "mark": "D"}\n'
+PASSING_QUICK_JS = (
+    "export default async (ctx) => ({\n"
+    '  ok: (await ctx.read("brand.json")) !== null,\n'
+    '  message: "Brand found.",\n'
+    "});\n"
+)
+FAILING_QUICK_JS = 'export default async () => ({ ok: false, message: "No mark." });\n'
 
 
 def checks_file(*checks: dict[str, object]) -> str:
     return json.dumps(list(checks))
 
 
-def quick(name: str, module: str) -> dict[str, object]:
-    return {"name": name, "tier": "quick", "module": f".forkhorse/quick/{module}.py"}
+def quick(name: str, module: str, extension: str = "py") -> dict[str, object]:
+    return {"name": name, "tier": "quick", "module": f".forkhorse/quick/{module}.{extension}"}
 
 
 def full(name: str, run: str, image: str = "busybox", timeout: int = 30) -> dict[str, object]:
@@ -58,6 +65,33 @@ SCENARIOS = [
         _files(checks_file(quick("brand", "brand"), full("test", "true")), brand=FAILING_QUICK),
         "failed",
         (("brand", "failed"), ("test", "failed")),
+        True,
+    ),
+    Scenario(
+        "javascript-and-python-quick-checks",
+        {
+            **_files(
+                checks_file(
+                    quick("brand-js", "brand", "js"),
+                    quick("brand", "brand"),
+                    full("test", "true"),
+                ),
+                brand=PASSING_QUICK,
+            ),
+            ".forkhorse/quick/brand.js": PASSING_QUICK_JS,
+        },
+        "passed",
+        (("brand-js", "passed"), ("brand", "passed"), ("test", "passed")),
+        True,
+    ),
+    Scenario(
+        "javascript-quick-failure-skips-full",
+        {
+            **_files(checks_file(quick("brand-js", "brand", "js"), full("test", "true"))),
+            ".forkhorse/quick/brand.js": FAILING_QUICK_JS,
+        },
+        "failed",
+        (("brand-js", "failed"), ("test", "failed")),
         True,
     ),
     Scenario(

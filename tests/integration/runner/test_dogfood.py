@@ -1,5 +1,6 @@
 """Forkhorse reviews itself: this repository's own commit, its own `.forkhorse/checks`
-(the brand quick check and the large-files full check in the real default image)."""
+(the brand.js quick check, then the large-files and brand full checks in the real default
+image)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,11 @@ def test_this_repository_passes_its_own_checks(world: World, default_ref: str) -
     world.run(run)
     record = world.record(run.review_id)
     assert [(c.name, c.outcome) for c in record.checks] == [
-        ("brand", "passed"),
+        ("brand-quick", "passed"),
         ("large-files", "passed"),
+        ("brand", "passed"),
     ], [c.message for c in record.checks]
     assert record.evidence == "mixed"
+    assert record.checks[0].definition["module"] == ".forkhorse/quick/brand.js"
     assert record.checks[1].stdout.text == "No file of 10000000 bytes or more.\n"
+    assert record.checks[2].stdout.text == "Checked brand.json.\n"

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from forkhorse.domain.canonical import canonical_bytes, digest_of
+from forkhorse.domain.gate import reason_code, validate_required
 from forkhorse.domain.receipts import SKIPPED_FULL_MESSAGE
+from forkhorse.ports.clock import SystemClock
 from forkhorse.records import get_json
 from forkhorse.runner.steps import UNATTACHED_MESSAGE
+from forkhorse.service.approvals import gather_evidence
+from forkhorse.service.context import Context, ServiceSettings
 
 from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import (
@@ -88,6 +94,43 @@ def test_a_quick_only_suite_never_starts_a_container(world: World) -> None:
     assert world.containers.started == []
 
 
+BRAND_JS = """\
+export default async (ctx) => {
+  const brand = JSON.parse(await ctx.read("brand.json"));
+  return { ok: typeof brand.name === "string", message: "Checked brand.json." };
+};
+"""
+
+
+def test_a_javascript_quick_check_runs_and_the_gate_rehashes_its_module(world: World) -> None:
+    files = {
+        "brand.json": BRAND,
+        ".forkhorse/quick/brand.js": BRAND_JS,
+        ".forkhorse/checks": checks_file(
+            {"name": "brand-quick", "tier": "quick", "module": ".forkhorse/quick/brand.js"}
+        ),
+    }
+    run = world.review(files)
+    world.run(run)
+    (check,) = world.record(run.review_id).checks
+    assert (check.outcome, check.runtime, check.message) == (
+        "passed",
+        "dynamic-worker",
+        "Checked brand.json.",
+    )
+    assert check.image_digest == "module:sha256:" + digest_of(BRAND_JS.encode())
+    assert world.containers.started == []
+    context = Context(world.store, world.runtime.git, None, SystemClock(), ServiceSettings())  # type: ignore[arg-type]
+    review = world.store.get_review(run.review_id)
+    assert review is not None
+    evidence = gather_evidence(context, review, run.commit)
+    assert evidence.module_sources == {".forkhorse/quick/brand.js": BRAND_JS}
+    assert validate_required(evidence) == []
+    edited = {".forkhorse/quick/brand.js": BRAND_JS + "// edited\n"}
+    reasons = validate_required(replace(evidence, module_sources=edited))
+    assert [reason_code(reason) for reason in reasons] == ["altered"]
+
+
 def test_history_follows_the_state_machine(world: World) -> None:
     run = world.review(SCENARIOS[0].files)
     world.run(run)
@@ -98,6 +141,7 @@ def test_history_follows_the_state_machine(world: World) -> None:
     assert entered == [
         "Prepare",
         "QuickChecks",
+        "QuickRuntime",
         "QuickCheck",
         "QuickRecord",
         "QuickGate",

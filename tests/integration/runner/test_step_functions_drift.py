@@ -33,6 +33,7 @@ REGION = "us-east-1"
 FUNCTIONS = {
     "PrepareFunctionArn": "run_prepare",
     "QuickCheckFunctionArn": "quick_check",
+    "QuickCheckJsFunctionArn": "quick_check",  # the same handler, in the image with node
     "QuickRecordFunctionArn": "run_quick_record",
     "FullStartFunctionArn": "run_full_start",
     "FullPollFunctionArn": "run_full_poll",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +20,41 @@ from forkhorse.domain.snapshot import SnapshotBudget
 from forkhorse.ports.git import Snapshot, SnapshotReader
 
 MODULE = ".forkhorse/quick/probe.py"
+JS_MODULE = ".forkhorse/quick/probe.js"
 BRAND = '{"name": "Forkhorse", "slug": "forkhorse", "mark": "FH"}\n'
+SECRET = "forkhorse-test-secret-4f1c"
+DEADLINE_MESSAGE = "The check did not finish within its 10-second deadline."
+
+
+def assert_never_passed(record: CheckRecord) -> None:
+    assert record.outcome != "passed", record
+    assert SECRET not in record.message
+    assert SECRET not in record.stdout.text
+    assert SECRET not in record.stderr.text
+
+
+@pytest.fixture
+def loopback_listener() -> Iterator[tuple[int, list[object]]]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    accepted: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join()
+    server.close()
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -110,9 +146,24 @@ def run_module(
     sandbox: BwrapSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed]
 ) -> RunModule:
     """Commit `source` as the quick module (plus `files`) and run it in a fresh sandbox."""
+    return _runner(sandbox, commit_files, MODULE)
 
+
+@pytest.fixture
+def run_js(
+    sandbox: BwrapSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed]
+) -> RunModule:
+    """Commit `source` as a JavaScript quick module (plus `files`) and run it."""
+    return _runner(sandbox, commit_files, JS_MODULE)
+
+
+def _runner(
+    sandbox: BwrapSandbox,
+    commit_files: Callable[[dict[str, str | bytes]], Committed],
+    module: str,
+) -> RunModule:
     def run(source: str, files: dict[str, str | bytes] | None = None) -> CheckRecord:
-        committed = commit_files({"brand.json": BRAND, MODULE: source, **(files or {})})
-        return sandbox.run_check(committed.snapshot, QuickCheckDef(name="probe", module=MODULE))
+        committed = commit_files({"brand.json": BRAND, module: source, **(files or {})})
+        return sandbox.run_check(committed.snapshot, QuickCheckDef(name="probe", module=module))
 
     return run

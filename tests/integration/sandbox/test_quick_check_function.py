@@ -60,7 +60,7 @@ def _push(host: S3GitHost, tmp_path: Path, brand: str) -> str:
     (work / ".forkhorse/quick").mkdir(parents=True)
     (work / "brand.json").write_text(brand)
     (work / ".forkhorse/quick/brand.py").write_text(
-        (REPO_ROOT / ".forkhorse/quick/brand.py").read_text()
+        (REPO_ROOT / "examples/quick/brand.py").read_text()
     )
     env = {
         "PATH": os.environ["PATH"],

@@ -7,9 +7,7 @@ by one module-scoped fixture; each still has its own test and its own fresh sand
 from __future__ import annotations
 
 import os
-import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,48 +18,17 @@ from forkhorse.domain.receipts import CheckRecord
 
 from tests.integration.sandbox.conftest import (
     BRAND,
+    DEADLINE_MESSAGE,
     MODULE,
+    SECRET,
     Committed,
     RecordingSnapshot,
     RunModule,
+    assert_never_passed,
     make_committer,
 )
 
 pytestmark = pytest.mark.sandbox
-
-SECRET = "forkhorse-test-secret-4f1c"
-DEADLINE_MESSAGE = "The check did not finish within its 10-second deadline."
-
-
-def assert_never_passed(record: CheckRecord) -> None:
-    assert record.outcome != "passed", record
-    assert SECRET not in record.message
-    assert SECRET not in record.stdout.text
-    assert SECRET not in record.stderr.text
-
-
-@pytest.fixture
-def loopback_listener() -> Iterator[tuple[int, list[object]]]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    accepted: list[object] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept())
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join()
-    server.close()
 
 
 def test_socket_to_loopback(

@@ -7,11 +7,15 @@ import socket
 from collections.abc import Callable
 
 import pytest
-from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox, is_dumpable
+from forkhorse.adapters.sandbox.lambda_ import LambdaLauncher, LambdaSandbox, is_dumpable
+from forkhorse.adapters.sandbox.programs import ChildProgram
+from forkhorse.adapters.sandbox.runtime import node_runtime
+from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.domain.checks import QuickCheckDef
+from forkhorse.domain.limits import QUICK_SANDBOX
 from forkhorse.domain.receipts import CheckRecord
 
-from tests.integration.sandbox.conftest import BRAND, MODULE, Committed
+from tests.integration.sandbox.conftest import BRAND, JS_MODULE, MODULE, Committed
 
 SECRET = "forkhorse-lambda-secret-91ab"
 
@@ -101,3 +105,79 @@ def test_a_raising_check_fails_with_a_static_message(
 ) -> None:
     record = run_in_lambda(f"def check(ctx):\n    raise KeyError('{SECRET}')\n")
     assert (record.outcome, record.message) == ("failed", "The check raised an exception.")
+
+
+# --- JavaScript, as in QuickCheckJsFunction (the image with both runtimes) ------------------
+
+
+@pytest.fixture
+def run_js_in_lambda(
+    lambda_sandbox: LambdaSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed]
+) -> Callable[[str], CheckRecord]:
+    def run(source: str) -> CheckRecord:
+        committed = commit_files({"brand.json": BRAND, JS_MODULE: source})
+        check = QuickCheckDef(name="p", module=JS_MODULE)
+        return lambda_sandbox.run_check(committed.snapshot, check)
+
+    return run
+
+
+def test_a_javascript_check_passes_with_lambda_evidence(
+    run_js_in_lambda: Callable[[str], CheckRecord],
+) -> None:
+    source = 'export default async (ctx) => ({ ok: (await ctx.read("brand.json")) !== null });\n'
+    record = run_js_in_lambda(source)
+    assert (record.outcome, record.platform, record.runtime) == (
+        "passed",
+        "aws-lambda",
+        "dynamic-worker",
+    )
+
+
+def test_a_javascript_check_gets_no_environment_sockets_or_processes(
+    run_js_in_lambda: Callable[[str], CheckRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    source = """\
+export default async () => {
+  const refused = [];
+  for (const name of ["node:net", "node:child_process", "node:fs"]) {
+    try { await import(name); } catch { refused.push(name); }
+  }
+  return { ok: false, message: refused.join(",") + "|" + typeof process };
+};
+"""
+    record = run_js_in_lambda(source)
+    assert record.message == "node:net,node:child_process,node:fs|undefined"
+    assert SECRET not in record.stdout.text + record.stderr.text
+
+
+def test_the_node_child_runs_under_the_seccomp_filter_and_rlimits() -> None:
+    """What the launcher sets between fork and exec is what `node` runs under (observed from
+    a node child that may still use fs, as the check's module never can)."""
+    launcher = LambdaLauncher(node_runtime().executable, filter_program())
+    program = ChildProgram(("-e", PROBE_NODE_CONFINEMENT), preamble=None, sets_own_limits=False)
+    left, right = socket.socketpair()
+    try:
+        process = launcher.spawn(right.fileno(), program)
+        stdout, _ = process.communicate(timeout=60)
+    finally:
+        left.close()
+        right.close()
+        launcher.cleanup()
+    status = dict(line.split(":", 1) for line in stdout.decode().splitlines() if ":" in line)
+    assert status["Seccomp"].strip() == "2"
+    assert status["NoNewPrivs"].strip() == "1"
+    assert status["as"].strip() == str(QUICK_SANDBOX.address_space_bytes)
+    assert status["socket"].strip() == "EPERM"
+
+
+PROBE_NODE_CONFINEMENT = """
+const fs = require("fs");
+for (const line of fs.readFileSync("/proc/self/status", "utf8").split("\\n"))
+  if (line.startsWith("Seccomp:") || line.startsWith("NoNewPrivs:")) console.log(line);
+const limits = fs.readFileSync("/proc/self/limits", "utf8").split("\\n");
+console.log("as:" + limits.find((line) => line.startsWith("Max address space")).split(/ +/)[3]);
+const socket = require("net").connect(1, "127.0.0.1");
+socket.on("error", (error) => console.log("socket:" + error.code));
+"""

@@ -178,15 +178,18 @@ def test_each_check_gets_a_fresh_child(run_module: RunModule) -> None:
 def _repository_snapshot(
     commit_files: Callable[[dict[str, str | bytes]], Committed], brand: str
 ) -> Committed:
+    """This repository's checks file and quick modules, and the Python examples, with `brand`."""
     files: dict[str, str | bytes] = {
-        ".forkhorse/checks": (REPO_ROOT / ".forkhorse/checks").read_text(),
-        ".forkhorse/quick/brand.py": (REPO_ROOT / ".forkhorse/quick/brand.py").read_text(),
-        ".forkhorse/quick/large_files.py": (
-            REPO_ROOT / ".forkhorse/quick/large_files.py"
-        ).read_text(),
-        "brand.json": brand,
+        path: (REPO_ROOT / path).read_text()
+        for path in (
+            ".forkhorse/checks",
+            ".forkhorse/quick/brand.js",
+            ".forkhorse/quick/large-files.js",
+            "examples/quick/brand.py",
+            "examples/quick/large_files.py",
+        )
     }
-    return commit_files(files)
+    return commit_files({**files, "brand.json": brand})
 
 
 def test_the_repositorys_brand_check_passes_on_its_brand_json(
@@ -194,12 +197,14 @@ def test_the_repositorys_brand_check_passes_on_its_brand_json(
 ) -> None:
     committed = _repository_snapshot(commit_files, (REPO_ROOT / "brand.json").read_text())
     definitions = parse_checks((REPO_ROOT / ".forkhorse/checks").read_text())
-    brand = next(d for d in definitions if d.name == "brand")
+    brand = next(d for d in definitions if d.name == "brand-quick")
     assert isinstance(brand, QuickCheckDef)
+    assert brand.module == ".forkhorse/quick/brand.js"
     record = sandbox.run_check(committed.snapshot, brand)
     assert (record.outcome, record.message) == ("passed", "Checked brand.json.")
 
 
+@pytest.mark.parametrize("module", [".forkhorse/quick/brand.js", "examples/quick/brand.py"])
 @pytest.mark.parametrize(
     ("brand", "message"),
     [
@@ -210,27 +215,37 @@ def test_the_repositorys_brand_check_passes_on_its_brand_json(
         ),
         ("{not json", "brand.json is not valid JSON."),
         ("[]", "brand.json must be a JSON object."),
+        ("null", "brand.json must be a JSON object."),
     ],
 )
-def test_the_repositorys_brand_check_fails_on_a_bad_brand_json(
+def test_the_brand_checks_fail_on_a_bad_brand_json(
     sandbox: BwrapSandbox,
     commit_files: Callable[[dict[str, str | bytes]], Committed],
+    module: str,
     brand: str,
     message: str,
 ) -> None:
-    committed = _repository_snapshot(commit_files, brand)
-    record = sandbox.run_check(
-        committed.snapshot, QuickCheckDef(name="brand", module=".forkhorse/quick/brand.py")
-    )
+    """The repository's JavaScript check and its Python example agree, message for message."""
+    source = (REPO_ROOT / module).read_text()
+    quick = ".forkhorse/quick/" + module.rsplit("/", 1)[1]
+    snapshot = commit_files({"brand.json": brand, quick: source}).snapshot
+    record = sandbox.run_check(snapshot, QuickCheckDef(name="brand", module=quick))
     assert (record.outcome, record.message) == ("failed", message)
 
 
-def test_the_unregistered_large_files_example_uses_stat(
-    sandbox: BwrapSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed]
+@pytest.mark.parametrize(
+    "module", [".forkhorse/quick/large-files.js", "examples/quick/large_files.py"]
+)
+def test_the_unregistered_large_files_examples_use_stat(
+    sandbox: BwrapSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed], module: str
 ) -> None:
-    committed = _repository_snapshot(commit_files, (REPO_ROOT / "brand.json").read_text())
     definitions = parse_checks((REPO_ROOT / ".forkhorse/checks").read_text())
-    assert all(getattr(d, "module", "") != ".forkhorse/quick/large_files.py" for d in definitions)
-    check = QuickCheckDef(name="large-files-example", module=".forkhorse/quick/large_files.py")
-    record = sandbox.run_check(committed.snapshot, check)
+    assert all(getattr(d, "module", "") != module for d in definitions)
+    quick = ".forkhorse/quick/" + module.rsplit("/", 1)[1]
+    source = (REPO_ROOT / module).read_text()
+    small = commit_files({"brand.json": "{}", quick: source, "a.bin": b"\0" * 100}).snapshot
+    record = sandbox.run_check(small, QuickCheckDef(name="large-files-example", module=quick))
     assert (record.outcome, record.message) == ("passed", "No file is 10 MB or larger.")
+    large = commit_files({quick: source, "big.bin": b"\0" * 10_000_000}).snapshot
+    record = sandbox.run_check(large, QuickCheckDef(name="large-files-example", module=quick))
+    assert (record.outcome, record.message) == ("failed", "Files of 10 MB or more: big.bin.")

@@ -32,6 +32,14 @@ def test_a_quick_check_parses_to_its_definition() -> None:
     assert check.definition() == QUICK
 
 
+def test_a_javascript_quick_check_parses_and_names_its_runtime() -> None:
+    item = {"name": "brand-quick", "tier": "quick", "module": ".forkhorse/quick/brand.js"}
+    check = parse_one(item)
+    assert isinstance(check, QuickCheckDef)
+    assert check.definition() == item
+    assert (check.language, parse_one(QUICK).language) == ("javascript", "python")
+
+
 def test_a_full_check_gets_the_default_timeout() -> None:
     check = parse_one(FULL)
     assert isinstance(check, FullCheckDef)
@@ -53,7 +61,8 @@ def test_order_is_preserved_and_tiers_mix() -> None:
 def test_the_repositorys_own_file_parses() -> None:
     with open(".forkhorse/checks", encoding="utf-8") as handle:
         checks = parse_checks(handle.read())
-    assert checks[0] == QuickCheckDef(name="brand", module=".forkhorse/quick/brand.py")
+    assert checks[0] == QuickCheckDef(name="brand-quick", module=".forkhorse/quick/brand.js")
+    assert [check.name for check in checks[1:]] == ["large-files", "brand"]
 
 
 def test_exactly_64_checks_are_allowed() -> None:
@@ -111,7 +120,11 @@ INVALID = [
         "quick-no-module",
         '.forkhorse/checks: check 1 ("a") is missing required quick check fields: "module".',
     ),
-    (json.dumps([{**QUICK, "module": ".forkhorse/quick/brand.js"}]), "module-js", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/brand.mjs"}]), "module-mjs", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/brand.ts"}]), "module-ts", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/brand.js.py.txt"}]), "module-txt", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/brand.JS"}]), "module-upper-js", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/sub/brand.js"}]), "module-nested-js", None),
     (json.dumps([{**QUICK, "module": ".forkhorse/quick/sub/brand.py"}]), "module-nested", None),
     (json.dumps([{**QUICK, "module": ".forkhorse/quick/../brand.py"}]), "module-dotdot", None),
     (json.dumps([{**QUICK, "module": "/.forkhorse/quick/brand.py"}]), "module-absolute", None),

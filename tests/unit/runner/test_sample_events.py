@@ -9,7 +9,7 @@ from forkhorse.domain.run import RunRef
 from forkhorse.ports.containers import ContainerHandle
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"
-STEP_EVENTS = [*sorted(EVENTS.glob("run_*.json")), EVENTS / "quick_check.json"]
+STEP_EVENTS = [*sorted(EVENTS.glob("run_*.json")), *sorted(EVENTS.glob("quick_check*.json"))]
 
 
 def test_every_step_has_a_sample() -> None:

@@ -28,7 +28,10 @@ FULL_REQUIRED_FIELDS = frozenset({"name", "tier", "image", "run"})
 FULL_FIELDS = FULL_REQUIRED_FIELDS | {"timeoutSeconds"}
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_MODULE = re.compile(re.escape(QUICK_MODULE_DIR) + r"[A-Za-z0-9_][A-Za-z0-9_-]*\.py")
+# A quick module's extension picks its runtime; this is the one place that choice is made.
+type QuickLanguage = Literal["python", "javascript"]
+QUICK_LANGUAGES: dict[str, QuickLanguage] = {".py": "python", ".js": "javascript"}
+_MODULE = re.compile(re.escape(QUICK_MODULE_DIR) + r"[A-Za-z0-9_][A-Za-z0-9_-]*\.(?:py|js)")
 _IMAGE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -42,7 +45,8 @@ class InvalidChecksConfig(ValueError):
 
 
 class QuickCheckDef(BaseModel):
-    """A quick check: one stdlib-only Python module run in the quick sandbox."""
+    """A quick check: one Python (stdlib-only) or JavaScript (import-free ES) module run in
+    the quick sandbox."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -53,6 +57,11 @@ class QuickCheckDef(BaseModel):
     def definition(self) -> dict[str, object]:
         """The normalized wire form recorded in a receipt's check record."""
         return {"name": self.name, "tier": self.tier, "module": self.module}
+
+    @property
+    def language(self) -> QuickLanguage:
+        """The runtime the module needs, from its extension (the parser admits only these)."""
+        return QUICK_LANGUAGES[self.module[self.module.rindex(".") :]]
 
 
 class FullCheckDef(BaseModel):
@@ -162,8 +171,8 @@ def _parse_quick(where: str, name: str, item: dict[str, object]) -> QuickCheckDe
     module = item["module"]
     if not isinstance(module, str) or not _MODULE.fullmatch(module):
         raise InvalidChecksConfig(
-            f"{where} has the module {_shown(module)}; a quick module must be one .py file "
-            f"directly under {QUICK_MODULE_DIR} (letters, digits, underscores or hyphens)."
+            f"{where} has the module {_shown(module)}; a quick module must be one .js or .py "
+            f"file directly under {QUICK_MODULE_DIR} (letters, digits, underscores or hyphens)."
         )
     return QuickCheckDef(name=name, module=module)
 

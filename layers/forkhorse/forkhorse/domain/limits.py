@@ -122,6 +122,7 @@ class QuickSandboxLimits:
     # its threads (seccomp already refuses new processes). It binds because uid is not root.
     processes: int = 8
     open_files: int = 64  # RLIMIT_NOFILE
+    heap_bytes: int = 256 * MIB  # a JavaScript check's V8 heap (--max-old-space-size)
     output_bytes: int = 1 * MIB  # stdout and stderr together
     uid: int = 65534  # nobody, on the host too: RLIMIT_NPROC never binds root
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, Field, NonNegativeInt, model_validator
 
+from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.logs import EMPTY_LOG, BoundedLog
 from forkhorse.domain.wire import WIRE_CONFIG
 
@@ -177,6 +178,22 @@ class ReceiptRecord(_Wire):
             duration_ms=self.duration_ms,
             checks=[check.summary() for check in self.checks],
         )
+
+
+def quick_not_run(definition: QuickCheckDef, platform: str, message: str) -> CheckRecord:
+    """A quick check that could not start (no snapshot, no runtime): no source, so it has no
+    digest and cannot pass."""
+    return CheckRecord(
+        name=definition.name,
+        tier="quick",
+        definition=definition.definition(),
+        runtime="dynamic-worker",
+        platform=platform,
+        image_digest="",
+        outcome="infrastructure-error",
+        message=message,
+        duration_ms=None,
+    )
 
 
 def infrastructure_row(name: str, message: str) -> SummaryCheck:

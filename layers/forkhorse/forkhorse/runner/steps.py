@@ -36,6 +36,7 @@ from forkhorse.domain.receipts import (
     format_timestamp,
     infrastructure_row,
     parse_timestamp,
+    quick_not_run,
 )
 from forkhorse.domain.run import (
     INFRASTRUCTURE_MESSAGE,
@@ -257,17 +258,7 @@ def quick(deps: QuickDeps, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def unopened_snapshot_record(definition: QuickCheckDef, platform: str) -> CheckRecord:
-    return CheckRecord(
-        name=definition.name,
-        tier="quick",
-        definition=definition.definition(),
-        runtime="dynamic-worker",
-        platform=platform,
-        image_digest="",
-        outcome="infrastructure-error",
-        message=SNAPSHOT_UNAVAILABLE,
-        duration_ms=None,
-    )
+    return quick_not_run(definition, platform, SNAPSHOT_UNAVAILABLE)
 
 
 def quick_record(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:

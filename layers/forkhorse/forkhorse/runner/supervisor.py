@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.domain.model import InvalidatedExecution
 from forkhorse.domain.run import RunRef
@@ -331,11 +332,16 @@ class _Execution:
         return results
 
     def _quick(self, item: dict[str, Any]) -> dict[str, Any]:
+        # The state machine picks the quick function by the module's extension; locally one
+        # sandbox runs both languages, so only the history shows the choice.
+        language = QuickCheckDef.model_validate(item["check"]).language
+        task = "QuickCheckJs" if language == "javascript" else "QuickCheck"
+        self._choice("QuickRuntime", {"module": item["check"]["module"]})
         with self._ticket.slot("quick"):
             self._ticket.check()
-            self._history.entered("Task", "QuickCheck", item)
+            self._history.entered("Task", task, item)
             dropped = steps.quick(self._quick_deps, item)
-            self._history.exited("Task", "QuickCheck", dropped)
+            self._history.exited("Task", task, dropped)
         return self._task("QuickRecord", steps.quick_record, dropped)
 
     def _full(self, item: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """The local quick sandbox: one bubblewrap child per check.
 
 The child gets every namespace unshared (network included), an empty environment, no
-capabilities, a read-only view of the Python runtime only (no host or repository files, no
-/proc, no /dev), a read-only root, a private size-limited /tmp (the only writable place), a
-seccomp filter and the harness's rlimits, and it runs as an unprivileged uid on the host.
+capabilities, a read-only view of its runtime only (the Python interpreter and stdlib, or the
+`node` binary; no host or repository files, no /proc, no /dev), a read-only root, a private
+size-limited /tmp (the only writable place), a seccomp filter and the rlimits, and it runs as
+an unprivileged uid on the host. The Python harness sets its own rlimits; for `node`, which
+cannot, bubblewrap also pauses (`--block-fd`) until this launcher has set them (prlimit).
 
 Started as root, bubblewrap must bind the runtime, which may live under root's mode-0700
 home (pyenv), so the child's user namespace maps the host's root as well as the check's uid:
@@ -16,17 +18,28 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 
-from forkhorse.adapters.sandbox.runtime import PythonRuntime, current_runtime
+from forkhorse.adapters.sandbox.programs import PYTHON_PROGRAM, ChildProgram, node_program
+from forkhorse.adapters.sandbox.runtime import (
+    NodeMissing,
+    SandboxRuntime,
+    current_runtime,
+    node_runtime,
+)
 from forkhorse.adapters.sandbox.seccomp import filter_program
-from forkhorse.adapters.sandbox.session import run_quick_check
-from forkhorse.domain.checks import QuickCheckDef
+from forkhorse.adapters.sandbox.session import (
+    rlimit_resources,
+    run_quick_check,
+)
+from forkhorse.domain.checks import QuickCheckDef, QuickLanguage
 from forkhorse.domain.limits import QUICK_SANDBOX, QuickSandboxLimits
-from forkhorse.domain.receipts import CheckRecord, Evidence
+from forkhorse.domain.receipts import CheckRecord, Evidence, quick_not_run
 from forkhorse.ports.git import Snapshot
 
 TMPFS_BYTES = QUICK_SANDBOX.tmpfs_bytes  # kept importable; the value lives in domain.limits
@@ -43,7 +56,7 @@ class BwrapLauncher:
     def __init__(
         self,
         bwrap: str,
-        runtime: PythonRuntime,
+        runtime: SandboxRuntime,
         seccomp: bytes,
         limits: QuickSandboxLimits = QUICK_SANDBOX,
     ) -> None:
@@ -52,49 +65,68 @@ class BwrapLauncher:
         self._uid = limits.uid
         # Only root must map the namespace itself; anyone else is already unprivileged.
         self._as_root = os.geteuid() == 0
+        # Unprivileged, RLIMIT_NPROC would count the caller's own processes, so only root's
+        # children get it from here (a harness that sets its own sets it after dropping).
+        self._rlimits = rlimit_resources(limits, with_nproc=self._as_root)
         # realpath calls cost ~1 ms, so the fixed arguments are built once.
         self._prefix = self._sandbox_arguments(bwrap, runtime, limits.tmpfs_bytes)
 
-    def spawn(self, rpc_fd: int, harness_source: str) -> subprocess.Popen[bytes]:
+    def spawn(self, rpc_fd: int, program: ChildProgram) -> subprocess.Popen[bytes]:
         filter_read, filter_write = os.pipe()
         info_read, info_write = os.pipe()
         block_read, block_write = os.pipe()
+        start_read, start_write = os.pipe()
+        gates = _Gates(
+            info_write,
+            block_read if self._as_root else -1,
+            -1 if program.sets_own_limits else start_read,
+        )
         try:
             os.write(filter_write, self._seccomp)  # far below a pipe's capacity
             os.close(filter_write)
             process = subprocess.Popen(
-                self._argv(filter_read, info_write, block_read, rpc_fd, harness_source),
+                self._argv(filter_read, gates, rpc_fd, program),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(rpc_fd, filter_read, *self._mapping_fds(info_write, block_read)),
+                pass_fds=(rpc_fd, filter_read, *gates.fds()),
                 env={},
                 cwd="/",
             )
-            for fd in (info_write, block_read):
+            for fd in (info_write, block_read, start_read):
                 os.close(fd)
-            info_write = block_read = -1
+            info_write = block_read = start_read = -1
             try:
-                self._map_user_namespace(info_read, block_write)
+                self._prepare_child(gates, info_read, block_write, start_write)
             except OSError:
                 self.kill(process)
                 process.wait()
                 raise
             return process
         finally:
-            for fd in (filter_read, info_read, info_write, block_read, block_write):
+            for fd in (
+                *(filter_read, info_read, info_write, block_read, block_write),
+                *(start_read, start_write),
+            ):
                 if fd >= 0:
                     os.close(fd)
 
-    def _mapping_fds(self, info_fd: int, block_fd: int) -> tuple[int, ...]:
-        return (info_fd, block_fd) if self._as_root else ()
-
-    def _map_user_namespace(self, info_fd: int, block_fd: int) -> None:
-        """Map the host's root and the check's uid into the child's user namespace, then
-        let bubblewrap go on. Nothing to do when bubblewrap mapped its unprivileged caller."""
-        if not self._as_root:
+    def _prepare_child(self, gates: _Gates, info_fd: int, block_fd: int, start_fd: int) -> None:
+        """Map the child's user namespace (as root) and set the rlimits of a program that
+        cannot set its own, while bubblewrap waits; then let it go on."""
+        if not gates.fds():
             return
         child = _read_child_pid(info_fd)
+        if gates.userns_block >= 0:
+            self._map_user_namespace(child, block_fd)
+        if gates.start_block >= 0:
+            for limit, value in self._rlimits.items():
+                resource.prlimit(child, limit, value)
+            os.write(start_fd, b"1")
+
+    def _map_user_namespace(self, child: int, block_fd: int) -> None:
+        """Map the host's root and the check's uid into the child's user namespace, then
+        let bubblewrap go on."""
         mapping = f"0 0 1\n{self._uid} {self._uid} 1\n"
         for name in ("uid_map", "gid_map"):
             with open(f"/proc/{child}/{name}", "w", encoding="ascii") as handle:
@@ -102,7 +134,7 @@ class BwrapLauncher:
         os.write(block_fd, b"1")
 
     @staticmethod
-    def _sandbox_arguments(bwrap: str, runtime: PythonRuntime, tmpfs_bytes: int) -> list[str]:
+    def _sandbox_arguments(bwrap: str, runtime: SandboxRuntime, tmpfs_bytes: int) -> list[str]:
         # No /dev and no /proc: the interpreter needs neither (getrandom() seeds it).
         return [
             bwrap,
@@ -127,26 +159,23 @@ class BwrapLauncher:
             SANDBOX_TMP,
         ]
 
-    def _argv(
-        self, filter_fd: int, info_fd: int, block_fd: int, rpc_fd: int, harness_source: str
-    ) -> list[str]:
-        # The namespace's root keeps CAP_SETUID/CAP_SETGID only until the harness drops them.
-        mapping = [
-            *("--info-fd", str(info_fd), "--userns-block-fd", str(block_fd)),
-            *("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"),
-        ]
+    def _argv(self, filter_fd: int, gates: _Gates, rpc_fd: int, program: ChildProgram) -> list[str]:
+        gate_arguments = []
+        if gates.fds():
+            gate_arguments += ["--info-fd", str(gates.info)]
+        if gates.userns_block >= 0:
+            # The namespace's root keeps CAP_SETUID/CAP_SETGID only until the harness drops them.
+            gate_arguments += ["--userns-block-fd", str(gates.userns_block)]
+            gate_arguments += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if gates.start_block >= 0:
+            gate_arguments += ["--block-fd", str(gates.start_block)]
         return [
             *self._prefix,
-            *(mapping if self._as_root else []),
+            *gate_arguments,
             "--seccomp",
             str(filter_fd),
             "--",
-            self._runtime.executable,
-            "-I",
-            "-S",
-            "-c",
-            harness_source,
-            str(rpc_fd),
+            *program.argv(self._runtime.executable, rpc_fd),
         ]
 
     def extra_hello(self) -> dict[str, str]:
@@ -161,6 +190,20 @@ class BwrapLauncher:
 
     def cleanup(self) -> None:
         """Nothing to remove: the sandbox's tmpfs vanishes with its mount namespace."""
+
+
+@dataclass(frozen=True)
+class _Gates:
+    """bubblewrap's pauses: `userns_block` until the namespace is mapped, `start_block` until
+    the child's rlimits are set (-1: no pause); `info` reports the child's pid."""
+
+    info: int
+    userns_block: int
+    start_block: int
+
+    def fds(self) -> tuple[int, ...]:
+        gates = tuple(fd for fd in (self.userns_block, self.start_block) if fd >= 0)
+        return (self.info, *gates) if gates else ()
 
 
 def _read_child_pid(info_fd: int) -> int:
@@ -182,7 +225,10 @@ def _read_child_pid(info_fd: int) -> int:
 
 
 class BwrapSandbox:
-    """`QuickSandbox` for local mode: platform `local-bwrap`, evidence `dynamic-worker`."""
+    """`QuickSandbox` for local mode: platform `local-bwrap`, evidence `dynamic-worker`.
+
+    Python modules run in the interpreter running Forkhorse, JavaScript modules in `node`;
+    node is looked up at the first JavaScript check, so Python checks never need it."""
 
     platform = "local-bwrap"
     evidence: Evidence = "dynamic-worker"
@@ -193,8 +239,26 @@ class BwrapSandbox:
             raise BubblewrapMissing(
                 "bubblewrap (bwrap) is not installed; quick checks need it in local mode."
             )
+        self._bwrap = found
         self._limits = limits or QUICK_SANDBOX
-        self._launcher = BwrapLauncher(found, current_runtime(), filter_program(), self._limits)
+        self._seccomp = filter_program()
+        self._launchers: dict[QuickLanguage, tuple[BwrapLauncher, ChildProgram]] = {
+            "python": (self._launcher(current_runtime()), PYTHON_PROGRAM)
+        }
 
     def run_check(self, snapshot: Snapshot, definition: QuickCheckDef) -> CheckRecord:
-        return run_quick_check(self._launcher, snapshot, definition, self.platform, self._limits)
+        try:
+            launcher, program = self._for(definition.language)
+        except NodeMissing as error:
+            return quick_not_run(definition, self.platform, str(error))
+        return run_quick_check(launcher, snapshot, definition, self.platform, self._limits, program)
+
+    def _for(self, language: QuickLanguage) -> tuple[BwrapLauncher, ChildProgram]:
+        if language not in self._launchers:
+            runtime = node_runtime()
+            program = node_program(runtime.version, self._limits.heap_bytes)
+            self._launchers[language] = (self._launcher(runtime), program)
+        return self._launchers[language]
+
+    def _launcher(self, runtime: SandboxRuntime) -> BwrapLauncher:
+        return BwrapLauncher(self._bwrap, runtime, self._seccomp, self._limits)

@@ -181,8 +181,9 @@ def _drop_privileges() -> None:
         raise PermissionError("the quick-check child kept its privileges")
 
 
-def _install_seccomp(program: bytes) -> None:
-    """Install the parent's filter where no bubblewrap did (the Lambda child)."""
+def install_seccomp(program: bytes) -> None:
+    """Install the parent's filter where no bubblewrap did (the Lambda child; the Lambda
+    launcher also calls it between fork and exec of a `node` child)."""
     import ctypes  # only the Lambda child pays for ctypes
 
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
@@ -215,7 +216,7 @@ def _start() -> None:
     _drop_privileges()
     _apply_limits()
     if _hello.get("seccomp"):
-        _install_seccomp(bytes.fromhex(_hello["seccomp"]))
+        install_seccomp(bytes.fromhex(_hello["seccomp"]))
     _empty_environment()
 
 

@@ -9,6 +9,10 @@ no ptrace) and the same rlimits and deadline as locally. The child already runs 
 function's unprivileged user, so RLIMIT_NPROC binds. Its writable space is Lambda's /tmp, the
 only writable filesystem there, bounded by the function's ephemeral storage (512 MiB), one
 file by RLIMIT_FSIZE (16 MiB).
+
+JavaScript checks run in `node` where the function's image has it (QuickCheckJsFunction);
+`node` cannot set rlimits or a seccomp filter, so this launcher sets both between fork and
+exec, and the filter survives the exec.
 """
 
 from __future__ import annotations
@@ -16,17 +20,25 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
+from forkhorse.adapters.sandbox.harness import install_seccomp
+from forkhorse.adapters.sandbox.programs import PYTHON_PROGRAM, ChildProgram, node_program
+from forkhorse.adapters.sandbox.runtime import NodeMissing, node_runtime
 from forkhorse.adapters.sandbox.seccomp import filter_program
-from forkhorse.adapters.sandbox.session import run_quick_check
-from forkhorse.domain.checks import QuickCheckDef
+from forkhorse.adapters.sandbox.session import (
+    rlimit_resources,
+    run_quick_check,
+)
+from forkhorse.domain.checks import QuickCheckDef, QuickLanguage
 from forkhorse.domain.limits import QUICK_SANDBOX, QuickSandboxLimits
-from forkhorse.domain.receipts import CheckRecord, Evidence
+from forkhorse.domain.receipts import CheckRecord, Evidence, quick_not_run
 from forkhorse.ports.git import Snapshot
 
 _PR_SET_DUMPABLE = 4
@@ -51,16 +63,31 @@ def is_dumpable() -> bool:
     return bool(ctypes.CDLL(None).prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
 
 
+def confinement(rlimits: dict[int, tuple[int, int]], seccomp: bytes) -> Callable[[], None]:
+    """What a child that cannot confine itself runs between fork and exec."""
+
+    def confine() -> None:
+        for limit, value in rlimits.items():
+            resource.setrlimit(limit, value)
+        install_seccomp(seccomp)
+
+    return confine
+
+
 class LambdaLauncher:
-    def __init__(self, executable: str, seccomp: bytes) -> None:
+    def __init__(
+        self, executable: str, seccomp: bytes, limits: QuickSandboxLimits = QUICK_SANDBOX
+    ) -> None:
         self._executable = executable
         self._seccomp = seccomp
+        self._rlimits = rlimit_resources(limits)
         self._private_dir: str | None = None
 
-    def spawn(self, rpc_fd: int, harness_source: str) -> subprocess.Popen[bytes]:
+    def spawn(self, rpc_fd: int, program: ChildProgram) -> subprocess.Popen[bytes]:
         self._private_dir = tempfile.mkdtemp(prefix="forkhorse-quick-")
+        confine = None if program.sets_own_limits else confinement(self._rlimits, self._seccomp)
         return subprocess.Popen(
-            [self._executable, "-I", "-S", "-c", harness_source, str(rpc_fd)],
+            program.argv(self._executable, rpc_fd),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -68,6 +95,7 @@ class LambdaLauncher:
             env=child_environment(),
             cwd=self._private_dir,
             start_new_session=True,
+            preexec_fn=confine,  # one request at a time per Lambda process
         )
 
     def extra_hello(self) -> dict[str, str]:
@@ -86,7 +114,7 @@ class LambdaLauncher:
 
 
 class LambdaSandbox:
-    """`QuickSandbox` inside QuickCheckFunction: platform `aws-lambda`."""
+    """`QuickSandbox` inside QuickCheckFunction and QuickCheckJsFunction: platform `aws-lambda`."""
 
     platform = "aws-lambda"
     evidence: Evidence = "dynamic-worker"
@@ -100,5 +128,15 @@ class LambdaSandbox:
         self._limits = limits or QUICK_SANDBOX
 
     def run_check(self, snapshot: Snapshot, definition: QuickCheckDef) -> CheckRecord:
-        launcher = LambdaLauncher(self._executable, self._seccomp)
-        return run_quick_check(launcher, snapshot, definition, self.platform, self._limits)
+        try:
+            executable, program = self._program(definition.language)
+        except NodeMissing as error:
+            return quick_not_run(definition, self.platform, str(error))
+        launcher = LambdaLauncher(executable, self._seccomp, self._limits)
+        return run_quick_check(launcher, snapshot, definition, self.platform, self._limits, program)
+
+    def _program(self, language: QuickLanguage) -> tuple[str, ChildProgram]:
+        if language == "python":
+            return self._executable, PYTHON_PROGRAM
+        runtime = node_runtime()
+        return runtime.executable, node_program(runtime.version, self._limits.heap_bytes)

@@ -1,7 +1,8 @@
-"""The Python runtime a quick-check child runs: the interpreter, its stdlib and shared libraries.
+"""The runtimes a quick-check child runs: an executable, its own files and shared libraries.
 
-Only these paths are bound into the bubblewrap sandbox. The base installation's
-site-packages is hidden, so only the standard library is importable.
+Only these paths are bound into the bubblewrap sandbox. For Python that is the interpreter and
+its standard library (the base installation's site-packages is hidden); for JavaScript it is
+the `node` binary alone (its built-in modules are compiled in).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -18,21 +20,32 @@ from pathlib import Path, PurePosixPath
 _LDD_PATH = re.compile(r"(?:=>\s+|^\s+)(/\S+)\s+\(0x", re.MULTILINE)
 _FALLBACK_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 HIDDEN_TMPFS_BYTES = 4096  # an empty, read-only tmpfs over site-packages: one page
+# The usual places, and /opt/bin: where NodeRuntimeLayer puts it in QuickCheckJsFunction.
+_NODE_CANDIDATES = ("/usr/bin/node", "/usr/local/bin/node", "/opt/bin/node")
+_NODE_VERSION = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
+# vm.SourceTextModule (--experimental-vm-modules) and the vm context options the harness uses.
+MIN_NODE_MAJOR = 18
+
+
+class NodeMissing(RuntimeError):
+    """JavaScript quick checks need Node.js; the message says what was found."""
 
 
 @dataclass(frozen=True)
-class PythonRuntime:
+class SandboxRuntime:
     executable: str
-    stdlib: str
+    stdlib: str  # a directory tree the runtime reads ("" when it has none)
     hidden: tuple[str, ...]
     libraries: tuple[str, ...]
     library_dirs: tuple[str, ...]
+    version: tuple[int, int, int] = (0, 0, 0)
 
     def bind_arguments(self) -> list[str]:
         """bubblewrap arguments that make exactly this runtime visible, read-only."""
         arguments = self._parent_directories()
         arguments += ["--ro-bind", os.path.realpath(self.executable), self.executable]
-        arguments += ["--ro-bind", self.stdlib, self.stdlib]
+        if self.stdlib:
+            arguments += ["--ro-bind", self.stdlib, self.stdlib]
         for library in self.libraries:
             arguments += ["--ro-bind", os.path.realpath(library), library]
         for directory in self.library_dirs:
@@ -45,7 +58,8 @@ class PythonRuntime:
     def _parent_directories(self) -> list[str]:
         """Every directory above a bound path, made traversable by the check's uid (bubblewrap
         would create them mode 0700, owned by the namespace's root)."""
-        bound = (self.executable, self.stdlib, *self.libraries, *self.library_dirs)
+        bound = (self.executable, *self.libraries, *self.library_dirs)
+        bound += (self.stdlib,) if self.stdlib else ()
         parents = {str(parent) for path in bound for parent in PurePosixPath(path).parents}
         parents.discard("/")
         arguments = []
@@ -55,7 +69,7 @@ class PythonRuntime:
 
 
 @functools.cache
-def current_runtime() -> PythonRuntime:
+def current_runtime() -> SandboxRuntime:
     """The interpreter running Forkhorse (its base installation, never a virtualenv)."""
     executable = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
     stdlib = sysconfig.get_path("stdlib", vars={"installed_base": sys.base_prefix})
@@ -70,8 +84,52 @@ def current_runtime() -> PythonRuntime:
     dynload = Path(stdlib) / "lib-dynload"
     objects = [executable, *sorted(str(path) for path in dynload.glob("*.so"))]
     libraries = _shared_libraries(objects)
-    library_dirs = () if libraries else tuple(d for d in _FALLBACK_LIBRARY_DIRS if os.path.isdir(d))
-    return PythonRuntime(executable, stdlib, tuple(sorted(hidden)), libraries, library_dirs)
+    return SandboxRuntime(
+        executable, stdlib, tuple(sorted(hidden)), libraries, _library_dirs(libraries)
+    )
+
+
+@functools.cache
+def node_runtime(executable: str | None = None) -> SandboxRuntime:
+    """The `node` on PATH (or a usual place), checked to be at least MIN_NODE_MAJOR."""
+    found = (
+        executable
+        or shutil.which("node")
+        or next((path for path in _NODE_CANDIDATES if os.access(path, os.X_OK)), None)
+    )
+    if found is None:
+        raise NodeMissing(
+            f"Node.js is not installed; JavaScript quick checks need node {MIN_NODE_MAJOR} "
+            "or later."
+        )
+    real = os.path.realpath(found)
+    version = _node_version(real)
+    if version[0] < MIN_NODE_MAJOR:
+        shown = ".".join(map(str, version))
+        raise NodeMissing(
+            f"node {shown} is too old; JavaScript quick checks need node {MIN_NODE_MAJOR} or later."
+        )
+    libraries = _shared_libraries([real])
+    return SandboxRuntime(real, "", (), libraries, _library_dirs(libraries), version)
+
+
+def _node_version(executable: str) -> tuple[int, int, int]:
+    try:
+        shown = subprocess.run(
+            [executable, "--version"], capture_output=True, text=True, check=False, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise NodeMissing(f"{executable} does not run: {error}") from error
+    match = _NODE_VERSION.match(shown.strip())
+    if match is None:
+        raise NodeMissing(f"{executable} reports no Node.js version.")
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def _library_dirs(libraries: tuple[str, ...]) -> tuple[str, ...]:
+    """Whole library directories only when ldd named nothing (a static or unusual build)."""
+    return () if libraries else tuple(d for d in _FALLBACK_LIBRARY_DIRS if os.path.isdir(d))
 
 
 def _shared_libraries(objects: list[str]) -> tuple[str, ...]:

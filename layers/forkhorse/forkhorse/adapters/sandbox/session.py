@@ -10,8 +10,8 @@ the outcome is `timed-out` whatever arrives afterwards.
 from __future__ import annotations
 
 import hmac
-import marshal
 import os
+import resource
 import secrets
 import selectors
 import signal
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from forkhorse.adapters.sandbox import harness
+from forkhorse.adapters.sandbox.programs import PYTHON_PROGRAM, ChildProgram
 from forkhorse.domain.checks import QuickCheckDef, quick_module_digest
 from forkhorse.domain.limits import QuickSandboxLimits, format_bytes
 from forkhorse.domain.logs import LogSample
@@ -62,17 +63,33 @@ MESSAGE_MODULE_MISSING = "The check module is missing from the snapshot."
 MESSAGE_MODULE_UNREADABLE = "The check module could not be read from the snapshot."
 
 
+def child_rlimits(limits: QuickSandboxLimits) -> dict[str, tuple[int, int]]:
+    """The child's rlimits (soft, hard) by `RLIMIT_` suffix. The hard CPU limit is one second
+    later, so the soft limit's SIGXCPU names the cause."""
+    return {
+        "cpu": (limits.cpu_seconds, limits.cpu_seconds + 1),
+        "as": (limits.address_space_bytes, limits.address_space_bytes),
+        "fsize": (limits.file_size_bytes, limits.file_size_bytes),
+        "nproc": (limits.processes, limits.processes),
+        "nofile": (limits.open_files, limits.open_files),
+        "core": (0, 0),
+    }
+
+
+def rlimit_resources(
+    limits: QuickSandboxLimits, *, with_nproc: bool = True
+) -> dict[int, tuple[int, int]]:
+    """child_rlimits by `resource` constant, for a launcher that sets them itself."""
+    return {
+        getattr(resource, f"RLIMIT_{name.upper()}"): value
+        for name, value in child_rlimits(limits).items()
+        if with_nproc or name != "nproc"
+    }
+
+
 def hello_lines(limits: QuickSandboxLimits) -> list[str]:
-    """The rlimits the harness sets. The hard CPU limit is one second later, so the soft
-    limit's SIGXCPU names the cause."""
-    return [
-        f"cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
-        f"as={limits.address_space_bytes}",
-        f"fsize={limits.file_size_bytes}",
-        f"nproc={limits.processes}",
-        f"nofile={limits.open_files}",
-        "core=0",
-    ]
+    """The rlimits, for a harness that sets its own."""
+    return [f"{name}={soft}:{hard}" for name, (soft, hard) in child_rlimits(limits).items()]
 
 
 def limit_message(limit: bytes, limits: QuickSandboxLimits) -> str | None:
@@ -91,10 +108,14 @@ def limit_message(limit: bytes, limits: QuickSandboxLimits) -> str | None:
     return messages.get(limit)
 
 
+def heap_message(limits: QuickSandboxLimits) -> str:
+    return f"The check exceeded its JavaScript heap limit of {format_bytes(limits.heap_bytes)}."
+
+
 class Launcher(Protocol):
     """How one platform starts and kills the sandboxed child."""
 
-    def spawn(self, rpc_fd: int, harness_source: str) -> subprocess.Popen[bytes]: ...
+    def spawn(self, rpc_fd: int, program: ChildProgram) -> subprocess.Popen[bytes]: ...
 
     def extra_hello(self) -> dict[str, str]: ...
 
@@ -126,32 +147,6 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-# The child's `-c` program: it only reads the harness, compiled and marshalled by the parent,
-# from the capability socket and runs it. Compiling the harness in every child would cost
-# about 3 ms of start-up; this costs a tenth of that. Same interpreter, so marshal matches.
-BOOTSTRAP = (
-    "import marshal,posix,sys\n"
-    "f=int(sys.argv[1])\n"
-    "def r(n):\n"
-    " b=b''\n"
-    " while len(b)<n:\n"
-    "  c=posix.read(f,n-len(b))\n"
-    "  if not c:posix._exit(1)\n"
-    "  b+=c\n"
-    " return b\n"
-    "exec(marshal.loads(r(int.from_bytes(r(4),'big'))),globals())\n"
-)
-
-
-def _compiled_harness() -> bytes:
-    with open(harness.__file__, encoding="utf-8") as handle:
-        code = compile(handle.read(), "<forkhorse-quick-harness>", "exec", dont_inherit=True)
-    return marshal.dumps(code)
-
-
-_HARNESS_CODE = _compiled_harness()
-
-
 class QuickCheckSession:
     """One check, one child, one capability. Not reusable."""
 
@@ -162,8 +157,10 @@ class QuickCheckSession:
         definition: QuickCheckDef,
         platform: str,
         limits: Limits,
+        program: ChildProgram = PYTHON_PROGRAM,
     ) -> None:
         self._launcher = launcher
+        self._program = program
         self._definition = definition
         self._platform = platform
         self._limits = limits
@@ -192,7 +189,8 @@ class QuickCheckSession:
         watchdog.daemon = True
         watchdog.start()
         try:
-            _send_frame(parent_end, _HARNESS_CODE)
+            if self._program.preamble is not None:
+                _send_frame(parent_end, self._program.preamble)
             self._send_hello(parent_end)
             self._serve(process, parent_end, started + self._limits.deadline_seconds)
             self._reap(process, started + self._limits.deadline_seconds)
@@ -208,7 +206,7 @@ class QuickCheckSession:
 
     def _spawn(self, child_end: socket.socket) -> subprocess.Popen[bytes]:
         try:
-            return self._launcher.spawn(child_end.fileno(), BOOTSTRAP)
+            return self._launcher.spawn(child_end.fileno(), self._program)
         finally:
             child_end.close()
 
@@ -413,6 +411,9 @@ class QuickCheckSession:
             return "infrastructure-error", MESSAGE_IMPORT_FAILED
         if _killed_by(returncode, signal.SIGXCPU):
             return "timed-out", MESSAGE_CPU_LIMIT
+        memory_signal = self._program.memory_signal
+        if state.verdict is None and memory_signal and _killed_by(returncode, memory_signal):
+            return "failed", heap_message(self._limits)
         if state.verdict is None:
             return "failed", MESSAGE_NO_RESULT
         return _verdict_outcome(*state.verdict, self._limits)
@@ -440,9 +441,12 @@ def run_quick_check(
     definition: QuickCheckDef,
     platform: str,
     limits: Limits | None = None,
+    program: ChildProgram = PYTHON_PROGRAM,
 ) -> CheckRecord:
     """Run one quick check in a fresh child and return its record (never raises for the check)."""
-    session = QuickCheckSession(launcher, snapshot, definition, platform, limits or Limits())
+    session = QuickCheckSession(
+        launcher, snapshot, definition, platform, limits or Limits(), program
+    )
     return session.run()
 
 

@@ -1,4 +1,5 @@
-"""An example of the `stat` API for SMALL snapshots; deliberately not registered.
+"""An example of the `stat` API for SMALL snapshots, in Python (the repository keeps its
+JavaScript twin, .forkhorse/quick/large-files.js, unregistered too).
 
 It fails on any regular file of 10,000,000 bytes or more without reading file contents.
 Serial stat calls over a whole repository can exceed the quick tier's 10-second deadline

@@ -1,6 +1,7 @@
-"""The repository's quick check: brand.json parses and names the brand.
+"""An example quick check in Python: brand.json parses and names the brand.
 
-Runs in the quick sandbox: only the standard library, and files only through `ctx`.
+The repository runs its JavaScript twin, .forkhorse/quick/brand.js. Python modules run in the
+quick sandbox too: only the standard library, and files only through `ctx`.
 """
 
 import json

@@ -1,0 +1,84 @@
+"""What a quick-check child runs, per module language: its runtime, arguments and first frame.
+
+Both programs speak the same capability protocol (harness.py documents it) on the socket
+whose number is their last argument, so the parent's side (session.py) does not care which
+runs. The Python harness sets its own rlimits; `node` cannot, so its launcher sets them before
+`node` starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import marshal
+import signal
+from dataclasses import dataclass
+from importlib import resources
+
+from forkhorse.adapters.sandbox import harness
+from forkhorse.domain.limits import MIB
+
+
+@dataclass(frozen=True)
+class ChildProgram:
+    arguments: tuple[str, ...]  # after the executable, before the capability socket's number
+    preamble: bytes | None  # a frame the parent sends before the hello, if any
+    sets_own_limits: bool  # False: the launcher applies the rlimits before the program starts
+    # The signal the runtime dies of when its heap is exhausted (Python raises MemoryError).
+    memory_signal: signal.Signals | None = None
+
+    def argv(self, executable: str, rpc_fd: int) -> list[str]:
+        return [executable, *self.arguments, str(rpc_fd)]
+
+
+# The Python child's `-c` program: it only reads the harness, compiled and marshalled by the
+# parent, from the capability socket and runs it. Compiling the harness in every child would
+# cost about 3 ms of start-up; this costs a tenth of that. Same interpreter, so marshal matches.
+BOOTSTRAP = (
+    "import marshal,posix,sys\n"
+    "f=int(sys.argv[1])\n"
+    "def r(n):\n"
+    " b=b''\n"
+    " while len(b)<n:\n"
+    "  c=posix.read(f,n-len(b))\n"
+    "  if not c:posix._exit(1)\n"
+    "  b+=c\n"
+    " return b\n"
+    "exec(marshal.loads(r(int.from_bytes(r(4),'big'))),globals())\n"
+)
+
+
+def _compiled_harness() -> bytes:
+    with open(harness.__file__, encoding="utf-8") as handle:
+        code = compile(handle.read(), "<forkhorse-quick-harness>", "exec", dont_inherit=True)
+    return marshal.dumps(code)
+
+
+PYTHON_PROGRAM = ChildProgram(("-I", "-S", "-c", BOOTSTRAP), _compiled_harness(), True)
+
+
+def node_harness_source() -> str:
+    return resources.files("forkhorse.adapters.sandbox").joinpath("harness.js").read_text("utf-8")
+
+
+def node_permission_flags(version: tuple[int, int, int]) -> tuple[str, ...]:
+    """The permission model with no grants: no file system, child processes, workers or
+    addons. Node 18 and 19 have none (the sandbox and its seccomp filter still hold)."""
+    if version >= (23, 5, 0) or (22, 13, 0) <= version < (23, 0, 0):
+        return ("--permission",)
+    if version >= (20, 0, 0):
+        return ("--experimental-permission",)
+    return ()
+
+
+@functools.cache
+def node_program(version: tuple[int, int, int], heap_bytes: int) -> ChildProgram:
+    """`node <flags> -e <harness.js>` for a node of this version."""
+    flags = (
+        *node_permission_flags(version),
+        "--experimental-vm-modules",  # vm.SourceTextModule: the check is an ES module
+        "--no-warnings",  # the experimental-feature notices are not the check's logs
+        f"--max-old-space-size={heap_bytes // MIB}",
+        "--v8-pool-size=1",  # fewer start-up threads: the child's RLIMIT_NPROC is small
+    )
+    # V8 aborts the process at its heap limit.
+    return ChildProgram((*flags, "-e", node_harness_source()), None, False, signal.SIGABRT)
