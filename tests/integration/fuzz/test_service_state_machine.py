@@ -167,6 +167,8 @@ class ServiceMachine(RuleBasedStateMachine):
         current = str(self.owner.review(self.project, review.id)["commit"])
         if not wrong:
             return current
+        if self.head != current:
+            return self.head  # the fork's head: the wrong commit most likely to slip through
         others = sorted(commit for commit in self.parents if commit != current)
         return others[-1] if others else UNKNOWN_COMMIT
 
