@@ -117,8 +117,11 @@ class LocalSupervisor:
         self._promotes = promotes
 
     def shutdown(self) -> None:
+        """Stop admitting runs, then wait for the background recovery: its orphan cleanup
+        and garbage collection use the store, which the runtime closes next."""
         for job in self._scheduler.shutdown():
             self._resolve(job.key, cancelled=True)
+        self._recovery.join()
 
     # --- the Orchestrator port ----------------------------------------------------------
 
