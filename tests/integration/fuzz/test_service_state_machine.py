@@ -34,15 +34,15 @@ from tests.support.live import Lane, Server, new_lane, new_project
 QUICK_FAILS = "def check(ctx):\n    return {'ok': False, 'message': 'Quick check failed.'}\n"
 CHECKS = '[{"name":"quick","tier":"quick","module":".forkhorse/quick/check.py"}]\n'
 UNKNOWN_COMMIT = "f" * 40
-# Agents mostly hold their claim and owners mostly name the right commit, so sequences
-# reach approve and promote; the other branch still comes up in every run.
+# Agents mostly hold their claim, owners mostly name the right commit and require receipts,
+# so sequences reach gated approve and promote; the other branch still comes up.
 MOSTLY_TRUE = st.sampled_from([True, True, True, False])
 MOSTLY_FALSE = st.sampled_from([False, False, False, True])
 PUSHES = st.sampled_from(["passing", "passing", "failing", "diverging"])
 # Refusals a random step may meet; anything else (a 5xx above all) fails the run.
 REFUSALS = frozenset({400, 403, 404, 409})
 FUZZ_SETTINGS = settings(
-    max_examples=15,
+    max_examples=25,
     stateful_step_count=30,
     deadline=None,
     derandomize=True,
@@ -222,7 +222,7 @@ class ServiceMachine(RuleBasedStateMachine):
         self.promoted.append((review.id, commit))
         self.reached.promotes[promotion["mode"]] += 1
 
-    @rule(required=st.booleans())
+    @rule(required=MOSTLY_TRUE)
     def set_settings(self, required: bool) -> None:
         path = f"/projects/{self.project}/settings"
         body = self.owner.ok("PATCH", path, {"requireReceipt": required})
