@@ -22,6 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from forkhorse import console
 from forkhorse.api import guards
+from forkhorse.api import links as links_to
 from forkhorse.api.models import (
     AddMember,
     ApproveBody,
@@ -46,8 +47,14 @@ JSON = "application/json"
 TITLE = "Forkhorse"
 
 
-def _ok(description: str) -> OpenAPIResponse:
-    return {"description": description, "content": {JSON: {"schema": {"type": "object"}}}}
+def _ok(description: str, links: links_to.Links | None = None) -> OpenAPIResponse:
+    response: OpenAPIResponse = {
+        "description": description,
+        "content": {JSON: {"schema": {"type": "object"}}},
+    }
+    if links:
+        response["links"] = links
+    return response
 
 
 _ERRORS: dict[int, OpenAPIResponse] = dict.fromkeys(
@@ -185,15 +192,23 @@ class ForkhorseApi:
         app, service = self.resolver, self.service
         projects = service.projects
 
-        @app.post("/projects", responses={201: _ok("The project."), **_ERRORS})
+        @app.post(
+            "/projects", responses={201: _ok("The project.", links_to.created_project()), **_ERRORS}
+        )
         def create_project(body: CreateProject) -> tuple[dict[str, Any], int]:
             return projects.create_project(self.caller(), body.name, body.require_receipt), 201
 
-        @app.get("/projects", responses={200: _ok("The owner's projects."), **_ERRORS})
+        @app.get(
+            "/projects",
+            responses={200: _ok("The owner's projects.", links_to.listed_projects()), **_ERRORS},
+        )
         def list_projects() -> dict[str, Any]:
             return projects.list_projects(self.caller())
 
-        @app.patch("/projects/<project_id>/settings", responses={200: _ok("Settings."), **_ERRORS})
+        @app.patch(
+            "/projects/<project_id>/settings",
+            responses={200: _ok("Settings.", links_to.in_project()), **_ERRORS},
+        )
         def set_settings(project_id: str, body: Settings) -> dict[str, Any]:
             return projects.set_settings(self.caller(), project_id, body.require_receipt)
 
@@ -205,11 +220,17 @@ class ForkhorseApi:
         def set_policy(project_id: str, body: Policy) -> dict[str, Any]:
             return projects.set_policy(self.caller(), project_id, body.protect_checks)
 
-        @app.get("/projects/<project_id>/state", responses={200: _ok("State."), **_ERRORS})
+        @app.get(
+            "/projects/<project_id>/state",
+            responses={200: _ok("State.", links_to.project_state()), **_ERRORS},
+        )
         def state(project_id: str) -> dict[str, Any]:
             return projects.state(self.caller(), project_id)
 
-        @app.post("/agents", responses={201: _ok("The agent and its token."), **_ERRORS})
+        @app.post(
+            "/agents",
+            responses={201: _ok("The agent and its token.", links_to.created_agent()), **_ERRORS},
+        )
         def create_agent(body: CreateAgent) -> tuple[dict[str, Any], int]:
             return projects.create_agent(self.caller(), body.name), 201
 
@@ -217,21 +238,30 @@ class ForkhorseApi:
         def revoke_agent(agent_id: str) -> dict[str, Any]:
             return projects.revoke_agent(self.caller(), agent_id)
 
-        @app.post("/projects/<project_id>/members", responses={201: _ok("Member."), **_ERRORS})
+        @app.post(
+            "/projects/<project_id>/members",
+            responses={201: _ok("Member.", links_to.in_project()), **_ERRORS},
+        )
         def add_member(project_id: str, body: AddMember) -> tuple[dict[str, Any], int]:
             return projects.add_member(self.caller(), project_id, body.agent_id), 201
 
-        @app.post("/projects/<project_id>/forks", responses={201: _ok("The fork."), **_ERRORS})
+        @app.post(
+            "/projects/<project_id>/forks",
+            responses={201: _ok("The fork.", links_to.in_project()), **_ERRORS},
+        )
         def create_fork(project_id: str, body: CreateFork) -> tuple[dict[str, Any], int]:
             return projects.create_fork(self.caller(), project_id, body.name), 201
 
-        @app.post("/projects/<project_id>/packets", responses={201: _ok("Packet."), **_ERRORS})
+        @app.post(
+            "/projects/<project_id>/packets",
+            responses={201: _ok("Packet.", links_to.created_packet()), **_ERRORS},
+        )
         def create_packet(project_id: str, body: CreatePacket) -> tuple[dict[str, Any], int]:
             return projects.create_packet(self.caller(), project_id, body.title), 201
 
         claim_path = "/projects/<project_id>/packets/<packet_id>/claim"
 
-        @app.post(claim_path, responses={201: _ok("The claim."), **_ERRORS})
+        @app.post(claim_path, responses={201: _ok("The claim.", links_to.in_project()), **_ERRORS})
         def claim(project_id: str, packet_id: str) -> tuple[dict[str, Any], int]:
             return projects.claim(self.caller(), project_id, packet_id), 201
 
@@ -243,7 +273,10 @@ class ForkhorseApi:
         app, service = self.resolver, self.service
         review_path = "/projects/<project_id>/reviews/<review_id>"
 
-        @app.post("/projects/<project_id>/reviews", responses={202: _ok("Review."), **_ERRORS})
+        @app.post(
+            "/projects/<project_id>/reviews",
+            responses={202: _ok("Review.", links_to.requested_review()), **_ERRORS},
+        )
         def request_review(project_id: str, body: RequestReview) -> tuple[dict[str, Any], int]:
             review = service.reviews.request(
                 self.caller(),
@@ -259,13 +292,21 @@ class ForkhorseApi:
         def receipt(project_id: str, review_id: str) -> dict[str, Any]:
             return service.reviews.receipt(self.caller(), project_id, review_id)
 
-        @app.post(f"{review_path}/approve", responses={200: _ok("Consent."), **_ERRORS})
+        @app.post(
+            f"{review_path}/approve",
+            responses={200: _ok("Consent.", links_to.approved()), **_ERRORS},
+        )
         def approve(project_id: str, review_id: str, body: ApproveBody) -> dict[str, Any]:
             return service.approvals.approve(
                 self.caller(), project_id, review_id, body.commit, body.accept_checks_change
             )
 
-        promote_responses = {200: _ok("Promoted."), 202: _ok("Still running."), **_ERRORS}
+        promoted = links_to.promoted()
+        promote_responses = {
+            200: _ok("Promoted.", promoted),
+            202: _ok("Still running.", promoted),
+            **_ERRORS,
+        }
 
         @app.post(f"{review_path}/promote", responses=promote_responses)
         def promote(project_id: str, review_id: str, body: CommitBody) -> tuple[Any, int]:

@@ -69,6 +69,8 @@ class LocalSupervisor:
         self._recovery.start()
         self._collect_every = collect_every
         self._stopping = threading.Event()
+        self._collector = threading.Thread(target=lambda: None)
+        self._collector.start()
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -104,9 +106,10 @@ class LocalSupervisor:
         finally:
             self._scheduler.release()
         self._collect_garbage()
-        threading.Thread(
+        self._collector = threading.Thread(
             target=self._collect_periodically, name="garbage-collection", daemon=True
-        ).start()
+        )
+        self._collector.start()
 
     def _collect_periodically(self) -> None:
         """A long-lived server collects as the AWS schedule does, not only at its start."""
@@ -139,9 +142,13 @@ class LocalSupervisor:
         self._promotes = promotes
 
     def shutdown(self) -> None:
+        """Stop admitting runs, then wait for the background recovery and collection: they
+        use the store, which the runtime closes next."""
         self._stopping.set()
         for job in self._scheduler.shutdown():
             self._resolve(job.key, cancelled=True)
+        self._recovery.join()
+        self._collector.join()
 
     # --- the Orchestrator port ----------------------------------------------------------
 
