@@ -13,8 +13,8 @@ from typing import Any
 
 import requests
 
-from tests.e2e.conftest import ServeProcess
 from tests.integration.api.support import Worktree
+from tests.support.serve import ServeProcess
 
 TIMEOUT = 120.0
 
