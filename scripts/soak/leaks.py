@@ -2,10 +2,11 @@
 
 A metric "grows without bound" when either
 1. any sample passes the metric's hard ceiling, or
-2. in a window of samples, the mean of the last third exceeds the mean of the middle third
-   by more than the metric's slack (an absolute amount plus a fraction of the middle mean).
-   The first third of each window is warm-up (caches filling, pools opening) and is not
-   compared.
+2. in a window of samples, the median of the last third exceeds the median of the middle
+   third by more than the metric's slack (an absolute amount plus a fraction of the middle
+   median). The first third of each window is warm-up (caches filling, pools opening) and
+   is not compared; medians ignore the bursts that come and go with the load, while a leak
+   raises every sample after it.
 
 Windows are restart-normalised. A metric of the server process itself (RSS, open files,
 threads) restarts from nothing after a `kill -9`, so each server lifetime (an epoch) is
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import fmean
+from statistics import median
 
 MIN_WINDOW_SAMPLES = 9
 
@@ -39,7 +40,7 @@ class Bound:
     metric: str
     ceiling: float
     slack: float  # growth always allowed, in the metric's unit
-    relative_slack: float = 0.0  # plus this fraction of the middle third's mean
+    relative_slack: float = 0.0  # plus this fraction of the middle third's median
     per_process: bool = True  # resets when the server restarts: one window per epoch
     trend: bool = True  # False: only the ceiling applies (data kept by design)
 
@@ -62,13 +63,13 @@ def _windows(samples: Sequence[Sample], bound: Bound) -> list[list[float]]:
 
 
 def window_growth(series: Sequence[float]) -> tuple[float, float] | None:
-    """(growth, middle mean): the last third's mean minus the middle third's; None when
-    the window is too short to judge."""
+    """(growth, middle median): the last third's median minus the middle third's; None
+    when the window is too short to judge."""
     if len(series) < MIN_WINDOW_SAMPLES:
         return None
     third = len(series) // 3
-    middle = fmean(series[third : 2 * third])
-    last = fmean(series[len(series) - third :])
+    middle = median(series[third : 2 * third])
+    last = median(series[len(series) - third :])
     return last - middle, middle
 
 
@@ -95,8 +96,7 @@ def judge_metric(samples: Sequence[Sample], bound: Bound) -> list[Finding]:
                 Finding(
                     bound.metric,
                     "growth",
-                    f"{where}: last third {growth:+g} over the middle third "
-                    f"(allowed {allowed:g})",
+                    f"{where}: last third {growth:+g} over the middle third (allowed {allowed:g})",
                 )
             )
     if judged == 0:
