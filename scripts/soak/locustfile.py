@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any, ClassVar
 
-from locust import HttpUser, between, task
+from locust import HttpUser, User, between, task
 from locust.exception import StopUser
 
 from scripts.soak.tally import SERVER_ERROR, UNEXPECTED_STATUS, SoakContext
@@ -313,9 +313,7 @@ class OwnerUser(SoakUser):
         self.call("GET", path, "GET /receipt", {200, 404})
 
 
-def user_classes(
-    context: SoakContext, agents: int, hostile: int, owners: int
-) -> list[type[SoakUser]]:
+def user_classes(context: SoakContext, agents: int, hostile: int, owners: int) -> list[type[User]]:
     """The user classes of one soak, each with its fixed number of users."""
     counts = ((AgentUser, agents), (HostileUser, hostile), (OwnerUser, owners))
     return [

@@ -25,7 +25,7 @@ from typing import Any
 import gevent
 from forkhorse.adapters.containers.images import DEFAULT_IMAGE, ImageRegistry, image_present
 from forkhorse.adapters.containers.podman import PodmanContainerPort
-from forkhorse.adapters.containers.podman_cli import Podman
+from forkhorse.adapters.containers.podman_cli import Podman, PodmanFailed
 from forkhorse.serve import private_home
 from locust.env import Environment
 
@@ -100,8 +100,13 @@ class Supervisor:
             self.context.restarts.append(restart)
             self.server.stop(signal.SIGKILL)
             self.epoch += 1
-            self.server.start()
-            restart.up_at = time.monotonic()
+            try:
+                self.server.start()
+            except AssertionError as failed:  # a server that never returns excuses nothing
+                self.context.violated(f"serve did not start after kill -9: {str(failed)[-500:]}")
+                return
+            finally:
+                restart.up_at = time.monotonic()
 
 
 def sample_loop(
@@ -113,7 +118,7 @@ def sample_loop(
         if pid is not None and not supervisor.context.restarting():
             try:
                 values = sampler.sample(pid)
-            except OSError:  # the server died between reads
+            except (OSError, PodmanFailed):  # the server died between reads, or podman failed
                 values = None
             if values is not None and server.pid == pid:
                 into.append(Sample(time.monotonic() - started, supervisor.epoch, values))
