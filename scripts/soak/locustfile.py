@@ -9,6 +9,7 @@ Locust's library API. Every request names its route (ids replaced) so statistics
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Callable, Collection
 from typing import Any, ClassVar
@@ -24,8 +25,10 @@ REQUEST_TIMEOUT = 60.0
 RECEIPT_WAIT_SECONDS = 300.0
 PROMOTION_WAIT_SECONDS = 180.0
 POLL_SECONDS = 2.0
+DECISION_WAIT_SECONDS = 90.0
 MAX_JOINS = 5  # per user: each try creates an agent, a packet and a fork
 TERMINAL = frozenset({"passed", "failed", "infrastructure-error", "timed-out"})
+_SHA = re.compile(r"\b[0-9a-f]{40}\b")
 
 
 class SoakUser(HttpUser):
@@ -155,21 +158,56 @@ class AgentUser(SoakUser):
         status, created = self.call("POST", path, "POST /reviews", {202}, body, lane.token)
         return created["review"]["id"] if status == 202 else None
 
-    def wait_receipt(self, lane: Lane, review_id: str) -> dict[str, Any] | None:
-        """Poll /state as the agent until the review's receipt settles (or the wait ends)."""
-        deadline = time.monotonic() + RECEIPT_WAIT_SECONDS
+    def review(self, lane: Lane, review_id: str) -> dict[str, Any] | None:
+        """The review as the agent's /state shows it (None when the request failed)."""
+        path = f"/projects/{lane.project}/state"
+        status, state = self.call("GET", path, "GET /state", {200}, token=lane.token)
+        if status != 200:
+            return None
+        return next(r for r in state["reviews"] if r["id"] == review_id)  # type: ignore[no-any-return]
+
+    def wait_review(
+        self, lane: Lane, review_id: str, settled: Callable[[dict[str, Any]], bool], wait: float
+    ) -> dict[str, Any] | None:
+        """Poll until `settled(review)`, at most `wait` seconds; the last review read."""
+        deadline = time.monotonic() + wait
+        last = None
         while time.monotonic() < deadline:
-            status, state = self.call(
-                "GET", f"/projects/{lane.project}/state", "GET /state", {200}, token=lane.token
-            )
-            if status == 200:
-                review = next(r for r in state["reviews"] if r["id"] == review_id)
-                receipt = review["receipt"]
-                if receipt is None or receipt["status"] in TERMINAL:
-                    return receipt  # type: ignore[no-any-return]
+            last = self.review(lane, review_id) or last
+            if last is not None and settled(last):
+                return last
             time.sleep(POLL_SECONDS)
-        self.soak.fail(UNEXPECTED_STATUS, f"receipt of {review_id} still running")
-        return None
+        return last
+
+    def wait_receipt(self, lane: Lane, review_id: str) -> dict[str, Any] | None:
+        """Wait for the review's receipt to settle; a receipt still running after
+        RECEIPT_WAIT_SECONDS is a failure."""
+
+        def settled(review: dict[str, Any]) -> bool:
+            return review["receipt"] is None or review["receipt"]["status"] in TERMINAL
+
+        review = self.wait_review(lane, review_id, settled, RECEIPT_WAIT_SECONDS)
+        if review is None or not settled(review):
+            self.soak.fail(UNEXPECTED_STATUS, f"receipt of {review_id} still running")
+            return None
+        return review["receipt"]  # type: ignore[no-any-return]
+
+    def wait_decision(self, lane: Lane, review_id: str) -> None:
+        """After a pass, give the owner time to promote before pushing on (as an agent
+        waits for its packet to land), so promotes are not all stale by a newer push."""
+
+        def decided(review: dict[str, Any]) -> bool:
+            receipt = review["receipt"] or {}
+            refused = receipt.get("trigger") == "before-promote" and receipt["status"] in (
+                TERMINAL - {"passed"}
+            )
+            return review["promotion"] is not None or refused
+
+        review = self.wait_review(lane, review_id, decided, DECISION_WAIT_SECONDS)
+        landed = review is not None and review["promotion"] is not None
+        self.soak.promotions[
+            "agent saw its review " + ("promoted" if landed else "not promoted")
+        ] += 1
 
     @task
     def push_and_review(self) -> None:
@@ -186,6 +224,8 @@ class AgentUser(SoakUser):
             receipt = self.wait_receipt(lane, review)
             status = "none" if receipt is None else receipt["status"]
             self.soak.outcomes[f"working review-created {status}"] += 1
+            if status == "passed" and self.soak.owner_decides:
+                self.wait_decision(lane, review)
 
 
 class HostileUser(AgentUser):
@@ -276,7 +316,7 @@ class OwnerUser(SoakUser):
             time.sleep(POLL_SECONDS)
             status, answer = self.call("GET", f"{path}/promotion", "GET /promotion", answered)
         error = (answer or {}).get("error", "") if status == 409 else ""
-        self.soak.promotions[f"promote {status} {error}".strip()] += 1
+        self.soak.promotions[f"promote {status} {_SHA.sub('<sha>', error)}".strip()] += 1
         after = self.state("working")
         if after is not None:
             receipt = next(r for r in after["reviews"] if r["id"] == review["id"])["receipt"]

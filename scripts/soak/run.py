@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             projects={"working": working[0], "hostile": hostile[0]},
             canonical_urls={"working": working[1], "hostile": hostile[1]},
             work=work,
+            owner_decides=args.owners > 0,
         )
         report = soak(args, context, server, sampler)
     finally:

@@ -50,6 +50,7 @@ class SoakContext:
     projects: dict[str, str]  # "working" / "hostile" -> project id
     canonical_urls: dict[str, str]
     work: Path
+    owner_decides: bool = True  # agents wait for the owner after a passing review
     started: float = field(default_factory=time.monotonic)
     restarts: list[Restart] = field(default_factory=list)
     failures: Counter[str] = field(default_factory=Counter)
