@@ -96,13 +96,12 @@ class SoakUser(HttpUser):
         return error is None
 
 
-class AgentUser(SoakUser):
-    """Joins a project (agent, membership, packet, claim, fork, clone), then loops: merge
-    canonical, commit a small change, push, request a review, wait for its receipt."""
+class LaneUser(SoakUser):
+    """An agent on its own lane: joins a project (agent, membership, packet, claim, fork,
+    clone), pushes over git smart HTTP, requests reviews and waits for their receipts."""
 
     abstract = True
-    project_key: ClassVar[str] = "working"
-    wait_time = between(1, 3)
+    project_key: ClassVar[str]
 
     def on_start(self) -> None:
         self.lane: Lane | None = None
@@ -190,7 +189,18 @@ class AgentUser(SoakUser):
         if review is None or not settled(review):
             self.soak.fail(UNEXPECTED_STATUS, f"receipt of {review_id} still running")
             return None
+        if review["receipt"] is None:  # every soak commit declares checks
+            self.soak.violated(f"review {review_id} of a commit with checks has no receipt")
         return review["receipt"]  # type: ignore[no-any-return]
+
+
+class AgentUser(LaneUser):
+    """Loops: merge canonical, commit a small change, push, request a review, wait for its
+    receipt, and after a pass give the owner time to promote it."""
+
+    abstract = True
+    project_key = "working"
+    wait_time = between(1, 3)
 
     def wait_decision(self, lane: Lane, review_id: str) -> None:
         """After a pass, give the owner time to promote before pushing on (as an agent
@@ -228,7 +238,7 @@ class AgentUser(SoakUser):
                 self.wait_decision(lane, review)
 
 
-class HostileUser(AgentUser):
+class HostileUser(LaneUser):
     """Pushes checks that must never pass, and sends requests that must be refused."""
 
     abstract = True
