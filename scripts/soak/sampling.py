@@ -8,7 +8,7 @@ from pathlib import Path
 from forkhorse.adapters.containers.podman import RUNS_DIR, PodmanContainerPort
 from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.domain.limits import MIB
-from forkhorse.wiring.local import CHECKOUTS_DIR
+from forkhorse.wiring.local import CHECKOUTS_DIR, HISTORY_DIR
 
 from scripts.soak.leaks import Bound
 from tests.support.resources import (
@@ -34,6 +34,9 @@ BOUNDS = (
     Bound("scratch_bytes", ceiling=512 * MIB, slack=32 * MIB, per_process=False),
     # The database, git repositories and run history are kept by design: a ceiling only.
     Bound("home_bytes", ceiling=2048 * MIB, slack=0, per_process=False, trend=False),
+    Bound("history_bytes", ceiling=1024 * MIB, slack=0, per_process=False, trend=False),
+    # One pack per push, never repacked: a git request opens up to one index per pack.
+    Bound("pack_files", ceiling=5000, slack=0, per_process=False, trend=False),
 )
 
 
@@ -65,4 +68,6 @@ class Sampler:
             "containers": self.containers(),
             "scratch_bytes": sum(tree_bytes(path) for path in scratch if path.exists()),
             "home_bytes": tree_bytes(self.home),
+            "history_bytes": tree_bytes(self.home / HISTORY_DIR),
+            "pack_files": len(list((self.home / "git").glob("*/objects/pack/*.pack"))),
         }
