@@ -35,6 +35,7 @@ from scripts.soak.sampling import BOUNDS, Sampler
 from scripts.soak.tally import FAILING_KINDS, Restart, SoakContext
 from scripts.soak.workload import WORKING_FILES, seed_project
 from tests.integration.api.support import Client
+from tests.support.resources import mounts_under
 from tests.support.serve import ServeProcess, free_port
 
 # Bounds on the soak itself.
@@ -71,18 +72,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def prepare_home(work: Path, image_home: Path) -> Path:
-    """A fresh private home that reuses the already built default image."""
-    registry = ImageRegistry(image_home.resolve())
-    reference = registry.entries().get(DEFAULT_IMAGE)
+def built_default_image(image_home: Path) -> str:
+    """The default image `make run` built (and recorded in its home), to reuse."""
+    reference = ImageRegistry(image_home.resolve()).entries().get(DEFAULT_IMAGE)
     if reference is None or not image_present(Podman(), reference):
         raise SystemExit(
             f"No built default image in {image_home}: run "
             f"`forkhorse image --home {image_home} build default` (make soak does)."
         )
-    home = private_home(work / "home")
-    ImageRegistry(home).record(DEFAULT_IMAGE, reference)
-    return home
+    return reference
 
 
 class Supervisor:
@@ -146,6 +144,7 @@ def settle(context: SoakContext, sampler: Sampler, server: ServeProcess) -> dict
         "runningReceipts": running,
         "containers": sampler.containers(),
         "processes": sampler.processes(server.pid),
+        "mounts": mounts_under(sampler.home),
     }
 
 
@@ -205,11 +204,9 @@ def verdict(
     reasons += [f"{f.metric} {f.kind}: {f.detail}" for f in findings]
     if drained["runningReceipts"] != 0:
         reasons.append(f"{drained['runningReceipts']} receipts still running after the drain")
-    if drained["containers"] != 0 or drained["processes"] != 0:
-        reasons.append(
-            f"left behind after the drain: {drained['containers']} containers, "
-            f"{drained['processes']} processes"
-        )
+    left = {key: drained[key] for key in ("containers", "processes", "mounts") if drained[key]}
+    if left:
+        reasons.append(f"left behind after the drain: {left}")
     if samples == 0:
         reasons.append("no leak samples")
     if not context.outcomes:
@@ -244,13 +241,13 @@ def summary(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    image = built_default_image(args.image_home)
     work = Path(tempfile.mkdtemp(prefix="forkhorse-soak-"))
-    server_tmp = work / "server-tmp"
+    home, server_tmp = private_home(work / "home"), work / "server-tmp"
     server_tmp.mkdir()
-    home = prepare_home(work, args.image_home)
+    ImageRegistry(home).record(DEFAULT_IMAGE, image)
     port = free_port()
     server = ServeProcess(home, port, env={"TMPDIR": str(server_tmp)})
-    sampler = Sampler(home, server_tmp)
     try:
         server.start()
         owner_token = (home / "owner-token").read_text().strip()
@@ -265,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             work=work,
             owner_decides=args.owners > 0,
         )
-        report = soak(args, context, server, sampler)
+        report = soak(args, context, server, Sampler(home, server_tmp))
     finally:
         server.stop(signal.SIGKILL)
         PodmanContainerPort(home).cleanup_orphans(frozenset())

@@ -13,6 +13,7 @@ from forkhorse.wiring.local import CHECKOUTS_DIR, HISTORY_DIR
 from scripts.soak.leaks import Bound
 from tests.support.resources import (
     descendants,
+    mounts_under,
     open_fds,
     processes_using,
     rss_bytes,
@@ -31,6 +32,7 @@ BOUNDS = (
     # Outlive a crash: judged over the whole run, so what each kill leaves adds up.
     Bound("processes", ceiling=64, slack=4, per_process=False),
     Bound("containers", ceiling=8, slack=2, per_process=False),
+    Bound("mounts", ceiling=8, slack=2, per_process=False),  # full checks' workspace tmpfs
     Bound("scratch_bytes", ceiling=512 * MIB, slack=32 * MIB, per_process=False),
     # The database, git repositories and run history are kept by design: a ceiling only.
     Bound("home_bytes", ceiling=2048 * MIB, slack=0, per_process=False, trend=False),
@@ -66,6 +68,7 @@ class Sampler:
             "children": len(descendants(server)),
             "processes": self.processes(server),
             "containers": self.containers(),
+            "mounts": mounts_under(self.home),
             "scratch_bytes": sum(tree_bytes(path) for path in scratch if path.exists()),
             "home_bytes": tree_bytes(self.home),
             "history_bytes": tree_bytes(self.home / HISTORY_DIR),

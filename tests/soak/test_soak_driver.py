@@ -43,7 +43,7 @@ def test_a_short_soak_with_one_kill_passes_and_reports(
     assert any(key.startswith("hostile ") for key in seen), seen
     assert not any(key.startswith("hostile ") and key.endswith(" passed") for key in seen)
     assert {sample["epoch"] for sample in result["samples"]} == {0, 1}
-    assert set(result["leaks"]) >= {"rss_bytes", "open_fds", "threads", "containers"}
-    assert result["drained"] == {"runningReceipts": 0, "containers": 0, "processes": 0}
+    assert set(result["leaks"]) >= {"rss_bytes", "open_fds", "threads", "containers", "mounts"}
+    assert result["drained"] == {"runningReceipts": 0, "containers": 0, "processes": 0, "mounts": 0}
     assert "Soak: 75 s" in done.stdout
     assert "verdict: pass" in done.stdout

@@ -68,6 +68,14 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def mounts_under(path: Path) -> int:
+    """Mount points inside `path` (a full check's workspace is a tmpfs mount)."""
+    inside = str(path.resolve()) + "/"
+    # /proc/self/mounts escapes spaces and other separators in paths as octal.
+    points = (line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines())
+    return sum(1 for point in points if point.startswith(inside))
+
+
 def processes_using(path: Path) -> set[int]:
     """Processes whose working directory or command line is inside `path`: what a
     service under `path` started, also after a crash left it without a parent."""
