@@ -8,9 +8,14 @@ PY := $(VENV)/bin/python
 TOOLS := .tools
 FORKHORSE_HOME ?= .forkhorse-local
 FORKHORSE_PORT ?= 8787
+SOAK_SECONDS ?= 600
+SOAK_AGENTS ?= 3
+SOAK_HOSTILE ?= 1
+SOAK_KILL_EVERY ?= 180
+SOAK_REPORT ?= soak-report.json
 SYSTEM_PACKAGES := podman runc bubblewrap nodejs debootstrap busybox-static uidmap chromium git
 
-.PHONY: help setup system-deps run test test-hostile check lint bench clean
+.PHONY: help setup system-deps run test test-hostile check lint bench clean soak test-soak
 
 help:
 	@echo "make run    - set up and start Forkhorse on 127.0.0.1:$(FORKHORSE_PORT) with a demo project"
@@ -18,6 +23,8 @@ help:
 	@echo "make test-hostile - the hostile-agent suite alone (make test runs it too)"
 	@echo "make check  - lint, type-check, sam validate --lint, cfn-lint and sam build (never deploys)"
 	@echo "make bench  - benchmarks (ratios against bare baselines measured in the same run)"
+	@echo "make soak   - $(SOAK_SECONDS) s of mixed traffic with kill -9 restarts; fails on 5xx or leaks"
+	@echo "make test-soak - a 75 s soak with one kill, as a test"
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "Python 3.13 is missing: install it (pyenv install 3.13) and retry." >&2; exit 1; }
@@ -41,7 +48,7 @@ run: setup
 	FORKHORSE_HOME=$(FORKHORSE_HOME) FORKHORSE_PORT=$(FORKHORSE_PORT) scripts/run.sh
 
 test: setup
-	$(PY) -m pytest -m "not bench"
+	$(PY) -m pytest -m "not bench and not soak"
 
 test-hostile: setup
 	$(PY) -m pytest tests/hostile -m "not bench"
@@ -56,6 +63,16 @@ check: lint $(TOOLS)/.installed
 
 bench: setup
 	$(PY) -m pytest tests/bench -m bench --benchmark-enable -p no:randomly -s
+
+# The soak reuses the default image `make run` builds (in FORKHORSE_HOME), with a fresh home.
+soak: setup
+	$(VENV)/bin/forkhorse image --home $(FORKHORSE_HOME) build default --if-missing
+	$(PY) -m scripts.soak --seconds $(SOAK_SECONDS) --agents $(SOAK_AGENTS) \
+		--hostile $(SOAK_HOSTILE) --kill-every $(SOAK_KILL_EVERY) \
+		--image-home $(FORKHORSE_HOME) --report $(SOAK_REPORT)
+
+test-soak: setup
+	$(PY) -m pytest tests/soak -m soak -p no:randomly
 
 clean:
 	rm -rf .aws-sam build dist *.egg-info

@@ -13,8 +13,9 @@ from typing import Any
 
 import requests
 
-from tests.e2e.conftest import ServeProcess
 from tests.integration.api.support import Worktree
+from tests.support.resources import mounts_under
+from tests.support.serve import ServeProcess
 
 TIMEOUT = 120.0
 
@@ -97,6 +98,9 @@ def test_serve_demo_survives_restarts_and_fails_interrupted_runs_closed(
     assert receipt["status"] == "infrastructure-error"
     assert receipt["digest"] is None
     _wait(lambda: _containers_of(demo["project"]) == [], "the orphan's removal in the background")
+    # Its run directory (and the workspace tmpfs mounted in it) goes too.
+    _wait(lambda: mounts_under(process.home) == 0, "the orphan's workspace unmounted")
+    _wait(lambda: not any((process.home / "runs").iterdir()), "the orphan's run directory")
 
 
 def _containers_of(project: str) -> list[str]:

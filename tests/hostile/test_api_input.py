@@ -28,11 +28,11 @@ import requests
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.domain.limits import API_INPUT, MIB, REVIEW_RECEIPTS
 
-from tests.e2e.conftest import free_port
 from tests.integration.api.support import Client, Worktree
 from tests.integration.api.test_api_lambda import _event, aws  # noqa: F401
 from tests.support.aws import load_function
 from tests.support.resources import peak_of, rss_bytes
+from tests.support.serve import free_port
 
 START_TIMEOUT = 60.0
 RECEIPT = {"type": "impl_review", "mode": "codex", "verdict": "SHIP"}

@@ -18,7 +18,7 @@ from pathlib import Path
 MIB = 1024 * 1024
 
 
-def _status_kib(pid: int, key: str) -> int:
+def _status_value(pid: int, key: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(f"{key}:"):
             return int(line.split()[1])
@@ -27,7 +27,71 @@ def _status_kib(pid: int, key: str) -> int:
 
 def rss_bytes(pid: int | None = None) -> int:
     """Resident set size of a process (this one by default)."""
-    return _status_kib(pid or os.getpid(), "VmRSS") * 1024
+    return _status_value(pid or os.getpid(), "VmRSS") * 1024
+
+
+def thread_count(pid: int) -> int:
+    return _status_value(pid, "Threads")
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _parents() -> dict[int, int]:
+    """Every live process's parent, read from /proc (processes may vanish while read)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces or parentheses: fields start after the last ')'.
+        parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    """The children of a process, their children, and so on."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: set[int] = set()
+    pending = list(children.get(pid, []))
+    while pending:
+        child = pending.pop()
+        if child not in found:
+            found.add(child)
+            pending.extend(children.get(child, []))
+    return found
+
+
+def mounts_under(path: Path) -> int:
+    """Mount points inside `path` (a full check's workspace is a tmpfs mount)."""
+    inside = str(path.resolve()) + "/"
+    # /proc/self/mounts escapes spaces and other separators in paths as octal.
+    points = (line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines())
+    return sum(1 for point in points if point.startswith(inside))
+
+
+def processes_using(path: Path) -> set[int]:
+    """Processes whose working directory or command line is inside `path`: what a
+    service under `path` started, also after a crash left it without a parent."""
+    inside = str(path.resolve())
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if cwd == inside or cwd.startswith(inside + "/") or inside in cmdline:
+            found.add(int(entry))
+    return found
 
 
 def meminfo_bytes(key: str) -> int:

@@ -1,13 +1,15 @@
 """The local Store: one SQLite file in WAL mode under the state directory.
 
-Each thread gets its own connection; every change runs in a `BEGIN IMMEDIATE`
-transaction, so SQLite serializes writers and each compare-and-set below is
-checked and applied under the same write lock.
+Each thread gets its own connection, closed when the thread ends (the local runner starts
+a thread per run); every change runs in a `BEGIN IMMEDIATE` transaction, so SQLite
+serializes writers and each compare-and-set below is checked and applied under the same
+write lock.
 """
 
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
@@ -117,11 +119,18 @@ def _private_database(state_dir: Path) -> Path:
     return path
 
 
+class _ThreadConnection:
+    """Holds one thread's connection in its thread-local storage."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+
 class SqliteStore:
     def __init__(self, state_dir: Path) -> None:
         self.path = _private_database(state_dir)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: set[sqlite3.Connection] = set()
         self._connections_lock = threading.Lock()
         with closing(self._connect()) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -141,13 +150,20 @@ class SqliteStore:
         return conn
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
+        held: _ThreadConnection | None = getattr(self._local, "held", None)
+        if held is None:
+            held = _ThreadConnection(self._connect())
+            self._local.held = held
             with self._connections_lock:
-                self._connections.append(conn)
-        return conn
+                self._connections.add(held.conn)
+            # A thread's locals go when it ends: its connection is closed with them.
+            weakref.finalize(held, self._release, held.conn)
+        return held.conn
+
+    def _release(self, conn: sqlite3.Connection) -> None:
+        with self._connections_lock:
+            self._connections.discard(conn)
+        conn.close()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
