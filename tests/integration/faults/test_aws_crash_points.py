@@ -33,9 +33,9 @@ from tests.integration.promote.conftest import (  # noqa: F401
     REGION,
     ROOT,
     AwsWorld,
-    _module,
     aws_world,
 )
+from tests.support.aws import load_function
 from tests.support.faults import PHASES, CrashPoint, FaultPlan, Faulty, InjectedFault
 from tests.support.gitrepo import commit_files
 from tests.support.lambda_context import FakeLambdaContext
@@ -161,7 +161,7 @@ def _recover() -> None:
         detail = {key: described[key] for key in ("executionArn", "stateMachineArn", "name")}
         event["detail"] |= detail | {"status": described["status"], "input": described["input"]}
         event["resources"] = [described["executionArn"]]
-        _module("run_recovery").handler(event, FakeLambdaContext())
+        load_function("run_recovery").handler(event, FakeLambdaContext())
 
 
 def _deployment(world: AwsWorld) -> Deployment:
