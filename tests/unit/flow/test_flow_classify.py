@@ -90,6 +90,16 @@ def test_completion_criteria_are_passed_through() -> None:
     assert result["criteria"] == [{"id": "G1", "status": "met"}]
 
 
+def test_more_criteria_than_the_reference_allows_are_refused() -> None:
+    body = receipt(root("c1", 1, kind="completion"), type="completion_review")
+    body["criteria"] = [{"id": f"G{n}", "status": "met"} for n in range(1, 101)]
+    assert classify_receipt(body, HEAD)["valid"] is True
+    body["criteria"].append({"id": "G101", "status": "met"})
+    result = classify_receipt(body, HEAD)
+    assert result["valid"] is False
+    assert "criteria.too-many" in json.dumps(result)
+
+
 def test_non_objects_never_raise() -> None:
     for body in (None, [], "x", 1.5, {"findings": {"items": "x"}}):
         result = classify_receipt(body, HEAD, [None, 3])

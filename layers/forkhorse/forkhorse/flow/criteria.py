@@ -78,6 +78,8 @@ def validate_criteria(receipt: Mapping[str, Any], where: Where = ()) -> None:
     entries = require_list(value, "criteria.type", field_where)
     if not entries:
         raise fail("criteria.empty", field_where, "must not be empty")
+    if len(entries) > MAX_CRITERIA:
+        raise fail("criteria.too-many", field_where, f"more than {MAX_CRITERIA} entries")
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         criterion_id = _check_criterion(entry, child(field_where, index))
