@@ -81,7 +81,7 @@ def faulty(aws_world: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> FaultPlan:  
     def store() -> Faulty:
         return Faulty(DynamoDbStore(boto3.client("dynamodb", region_name=REGION), table), plan)
 
-    monkeypatch.setattr(aws_wiring, "aws_store", store)
+    monkeypatch.setattr(aws_wiring, "table_store", store)
     monkeypatch.setattr(aws_wiring, "git_host", lambda: git)
     runner = lambda: dataclasses.replace(deps, store=store(), git=git)  # noqa: E731
     monkeypatch.setattr(providers, "runner", runner)
