@@ -84,6 +84,10 @@ class GitLimits:
     delta_depth: int = 50  # deltas in one chain (OFS while streaming, REF while resolving)
     ref_updates: int = 100  # ref updates in one push (pre-receive, before the pack is read)
     clone_inflated_bytes: int = 1 * GIB  # objects of one clone or fetch, counted as sent
+    # Packs in one project's objects directory (git's gc.autoPackLimit): a push that leaves
+    # more starts a background consolidation (`adapters/git/disk.py`), as every request
+    # opens an index per pack.
+    packs_per_project: int = 32
 
 
 # --- quick-check snapshot capability ------------------------------------------------------

@@ -8,13 +8,14 @@ protocol, so a compare-and-set is atomic across threads and processes.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dulwich.object_store import DiskObjectStore
@@ -32,12 +33,15 @@ from forkhorse.adapters.git.repack import (
 )
 from forkhorse.adapters.git.store import HEAD, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name
+from forkhorse.domain.limits import GIT
 from forkhorse.ports.git import (
     ARCHIVE_URL_TTL_SECONDS,
     DEFAULT_BRANCH,
     ArchiveLink,
     PackCollection,
 )
+
+log = logging.getLogger(__name__)
 
 
 class DiskGitHost:
@@ -74,6 +78,23 @@ class DiskGitHost:
             return PackCollection(skipped=str(refused))
 
 
+def _consolidate(store: DiskGitStore) -> None:
+    """Merge the project's live objects into one pack, deleting every pack that held only
+    those, however young; unreachable objects wait for the collector, which knows the
+    reviews' commits and the grace period."""
+    try:
+        store.repack([], datetime.fromtimestamp(0, UTC), dry_run=False)
+    except ReachTooLarge:
+        log.warning("project %s is too large to consolidate its packs", store.project)
+    finally:
+        with _consolidating_lock:
+            _consolidating.discard(store.objects_dir)
+
+
+_consolidating: set[Path] = set()
+_consolidating_lock = threading.Lock()
+
+
 class _DiskObjects(SessionPackReceiver, DiskObjectStore):
     """The project's objects directory; a push arrives through its request's `PushSession`."""
 
@@ -94,7 +115,27 @@ class DiskGitStore(DulwichGitStore):
         self._archives = archives
 
     def _open_objects(self) -> _DiskObjects:
-        return _DiskObjects(str(self._root / "objects"))
+        return _DiskObjects(str(self.objects_dir))
+
+    @property
+    def objects_dir(self) -> Path:
+        return self._root / "objects"
+
+    def pack_count(self) -> int:
+        return sum(1 for _ in (self.objects_dir / "pack").glob("*.pack"))
+
+    def pushed(self) -> None:
+        """Past `GitLimits.packs_per_project`, consolidate in the background: one thread per
+        project at a time here, and one repack per project across processes (its lock)."""
+        if self.pack_count() <= GIT.packs_per_project:
+            return
+        with _consolidating_lock:
+            if self.objects_dir in _consolidating:
+                return
+            _consolidating.add(self.objects_dir)
+        threading.Thread(
+            target=_consolidate, args=(self,), name=f"consolidate-{self.project}", daemon=True
+        ).start()
 
     @property
     def maintenance(self) -> MaintenanceLock:
@@ -118,7 +159,7 @@ class DiskGitStore(DulwichGitStore):
             if not alone:
                 return PackCollection()
             return repack(
-                self._root / "objects",
+                self.objects_dir,
                 self._all_tips,
                 extra,
                 written_before.timestamp(),

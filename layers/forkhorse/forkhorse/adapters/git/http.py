@@ -129,9 +129,14 @@ class GitHttpApp:
         except RepoNotFound:
             return plain(start_response, 404, "Repository not found.")
         request = _Request(route, store, repo, principal, start_response)
-        if route.advertise:
-            return self._advertise(request)
-        return self._serve(environ, request)
+        try:
+            if route.advertise:
+                return self._advertise(request)
+            return self._serve(environ, request)
+        finally:
+            # The response is complete by now; the request's packs close here, not
+            # whenever the garbage collector breaks the repo's reference cycles.
+            repo.close()
 
     def _principal(self, environ: dict[str, Any]) -> GitPrincipal | None:
         token = _basic_password(environ.get("HTTP_AUTHORIZATION", ""))
@@ -185,7 +190,9 @@ class GitHttpApp:
                     return self._upload_pack(request, body, response)
             except Refused as refused:
                 return git_error(request.start_response, refused.status, service, refused.message)
-            return self._receive_pack(request, body, response)
+            answer = self._receive_pack(request, body, response)
+        request.store.pushed()
+        return answer
 
     def _upload_pack(
         self, request: _Request, body: RequestBody, response: DeferredResponse

@@ -2,14 +2,17 @@
 
 What is reachable from any repository's refs, or from the extra tips (reviews' commits),
 is copied into one new pack (deltas reused where their base comes along) before anything
-is deleted; then the packs and loose objects written before the cutoff go. Anything newer
-is never touched: a push in flight has its pack, or a just-written object, newer than that.
+is deleted; then the packs and loose objects written before the cutoff go, and so does
+every pack, whatever its age, whose objects are all reached (the new pack holds them all).
+Anything else newer is never touched: a push in flight has its pack, or a just-written
+object, newer than that, and the objects it brings are not reached yet.
 
 A push that completes during the walk may point a ref at objects the walk saw as
 unreachable (say, a fork's history pushed again). So deletion happens under the project's
 maintenance lock, held exclusively, which every smart-HTTP request holds shared for its
-whole length, and only if every ref still names a tip the walk started from; otherwise the
-round deletes nothing and the next one tries again.
+whole length, and what the walk saw as unreachable goes only if every ref still names a tip
+the walk started from; otherwise only the packs the new pack wholly holds go, and the next
+round tries again.
 """
 
 from __future__ import annotations
@@ -77,16 +80,43 @@ class MaintenanceLock:
 
 
 @dataclass(frozen=True)
-class _Old:
-    """Packs and loose objects written before the cutoff: (files, object ids) by name."""
+class _Pack:
+    """One complete pack: its files, its object ids, and whether it predates the cutoff."""
 
-    packs: dict[str, tuple[list[Path], list[bytes]]]
-    loose: dict[bytes, Path]
+    files: list[Path]
+    ids: list[bytes]
+    old: bool
 
-    def ids(self) -> Iterator[bytes]:
-        for _, ids in self.packs.values():
-            yield from ids
-        yield from self.loose
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a repack replaces with its consolidated pack."""
+
+    covered: dict[str, _Pack]  # every object reached: the new pack holds them all, any age
+    aged: dict[str, _Pack]  # written before the cutoff, holding unreachable objects
+    loose: dict[bytes, Path]  # written before the cutoff
+
+    @classmethod
+    def of(cls, packs: dict[str, _Pack], loose: dict[bytes, Path], reached: set[bytes]) -> _Plan:
+        covered = {
+            name: pack for name, pack in packs.items() if all(sha in reached for sha in pack.ids)
+        }
+        aged = {name: pack for name, pack in packs.items() if pack.old and name not in covered}
+        return cls(covered, aged, loose)
+
+    @property
+    def packs(self) -> dict[str, _Pack]:
+        return {**self.covered, **self.aged}
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to prune, and at most one pack of live objects: already consolidated."""
+        return not self.aged and not self.loose and len(self.covered) < 2
+
+    def keep(self, reached: set[bytes]) -> list[bytes]:
+        """The reached objects of what is replaced: the consolidated pack's."""
+        ids = {sha for pack in self.packs.values() for sha in pack.ids} | set(self.loose)
+        return sorted(ids & reached)
 
 
 def _older(paths: Iterable[Path], cutoff: float) -> bool:
@@ -96,15 +126,18 @@ def _older(paths: Iterable[Path], cutoff: float) -> bool:
         return False
 
 
-def _old_packs(store: DiskObjectStore, cutoff: float) -> dict[str, tuple[list[Path], list[bytes]]]:
-    pack_dir = Path(store.pack_dir)
-    found: dict[str, tuple[list[Path], list[bytes]]] = {}
-    for pack in sorted(pack_dir.glob("*.pack")):
+def _complete_packs(store: DiskObjectStore, cutoff: float) -> dict[str, _Pack]:
+    """Every pack with its index (one still being written has none yet)."""
+    found: dict[str, _Pack] = {}
+    for pack in sorted(Path(store.pack_dir).glob("*.pack")):
         files = [pack.with_suffix(".idx"), pack]
-        if not _older(files, cutoff):
-            continue  # newer, or a pack still being written (no index yet)
-        with closing(load_pack_index(str(files[0]), store.object_format)) as index:
-            found[pack.stem] = (files, [bytes(sha) for sha in index])
+        try:
+            index = load_pack_index(str(files[0]), store.object_format)
+        except FileNotFoundError:
+            continue
+        with closing(index):
+            ids = [bytes(sha) for sha in index]
+        found[pack.stem] = _Pack(files, ids, _older(files, cutoff))
     return found
 
 
@@ -140,37 +173,38 @@ def repack(
     deletes."""
     before = set(tips())  # read first: what is stored after this is newer than the listing
     store = DiskObjectStore(str(objects_dir))
-    old = _Old(_old_packs(store, written_before), _old_loose(objects_dir, written_before))
-    reached = reachable(store, [*before, *extra_tips], limit)
-    keep = sorted({sha for sha in old.ids() if sha in reached})
-    unreachable = len(set(old.ids())) > len(keep)
-    if not unreachable and not old.loose and len(old.packs) < 2:
-        return PackCollection()  # already one pack of live objects
-    if dry_run:
-        return PackCollection(sorted(old.packs))
-    written = store.add_pack_data(
-        len(keep), generate_unpacked_objects(store, [(ObjectID(sha), None) for sha in keep])
-    )
-    kept = None if written is None else Path(written.data.filename).stem
-    new = [] if kept is None or kept in old.packs else _pack_files(store, kept)
-    with lock.exclusive(LOCK_WAIT_SECONDS) as alone:
-        if not alone or not set(tips()) <= before:
-            # A request outlasted the wait, or a ref names what the walk did not start
-            # from: the next round deletes (the consolidated pack then is old, and kept).
+    with closing(store):
+        packs = _complete_packs(store, written_before)
+        loose = _old_loose(objects_dir, written_before)
+        reached = reachable(store, [*before, *extra_tips], limit)
+        plan = _Plan.of(packs, loose, reached)
+        if plan.idle:
             return PackCollection()
-        removed, freed = _delete_old(old, kept, written_before)
+        if dry_run:
+            return PackCollection(sorted(plan.packs))
+        keep = plan.keep(reached)
+        written = store.add_pack_data(
+            len(keep), generate_unpacked_objects(store, [(ObjectID(sha), None) for sha in keep])
+        )
+        kept = None if written is None else Path(written.data.filename).stem
+    new = [] if kept is None or kept in packs else _pack_files(store, kept)
+    with lock.exclusive(LOCK_WAIT_SECONDS) as alone:
+        if not alone:
+            return PackCollection()  # a request outlasted the wait: the next round deletes
+        if not set(tips()) <= before:
+            # A ref names what the walk did not start from: only what the new pack holds
+            # goes; what the walk saw as unreachable waits for the next round.
+            plan = _Plan(plan.covered, {}, {})
+        removed, freed = _delete(plan, kept, written_before)
     return PackCollection(removed, freed - _size(new))
 
 
-def _delete_old(old: _Old, kept: str | None, written_before: float) -> tuple[list[str], int]:
-    """Delete the old packs (but the consolidated one) and loose objects, each still older
-    than the cutoff; their names and bytes."""
-    packs = {
-        name: paths
-        for name, (paths, _) in old.packs.items()
-        if name != kept and _older(paths, written_before)
-    }
-    loose = [path for path in old.loose.values() if _older([path], written_before)]
+def _delete(plan: _Plan, kept: str | None, written_before: float) -> tuple[list[str], int]:
+    """Delete the replaced packs (but the consolidated one) and loose objects: those with
+    unreachable objects only if still older than the cutoff. Their names and bytes."""
+    aged = {name: pack for name, pack in plan.aged.items() if _older(pack.files, written_before)}
+    packs = {name: pack.files for name, pack in {**plan.covered, **aged}.items() if name != kept}
+    loose = [path for path in plan.loose.values() if _older([path], written_before)]
     files = [*(path for paths in packs.values() for path in paths), *loose]
     freed = _size(files)
     for path in files:  # each pack's index before its data: readers stop finding it

@@ -255,6 +255,9 @@ class S3GitStore(DulwichGitStore):
     def _open_objects(self) -> S3PackObjectStore:
         return S3PackObjectStore(self._s3, self._bucket, f"git/{self.project}/packs/")
 
+    def pushed(self) -> None:
+        """Nothing: a Lambda holds no open packs between requests; the collector repacks."""
+
     def collect_packs(
         self,
         forks: Iterable[str],

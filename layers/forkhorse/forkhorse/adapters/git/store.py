@@ -85,6 +85,10 @@ class DulwichGitStore(ABC):
         """A fresh view of the shared object store (a `SessionPackReceiver`) for one request."""
 
     @abstractmethod
+    def pushed(self) -> None:
+        """Called after each push request, its lock released: where packs are bounded."""
+
+    @abstractmethod
     def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
         """Store the exact tree's archive where a full check can fetch it, by `deadline`."""
 
@@ -295,6 +299,10 @@ class ServedRepo(BaseRepo):
 
     def get_description(self) -> bytes | None:
         return None
+
+    def close(self) -> None:
+        """Close the request's view of the object store: its open packs and indexes."""
+        self.object_store.close()
 
 
 class _CommandCheck(Hook):
