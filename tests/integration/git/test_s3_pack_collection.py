@@ -130,17 +130,6 @@ def test_a_walk_past_its_limit_removes_nothing(packs: dict[str, Any]) -> None:
     assert _pack_names(store) == set(packs["names"].values())
 
 
-def test_the_host_reports_a_refused_walk_and_removes_nothing(
-    s3_host: S3GitHost, packs: dict[str, Any]
-) -> None:
-    """The hourly collector goes through the host: a project too large to walk is named and
-    kept, and nothing is raised that would stop the projects after it."""
-    found = s3_host.collect_packs(PROJECT, ["fa"], [], _cutoff(), dry_run=False, limit=2)
-    assert found.skipped == "more than 2 objects are reachable"
-    assert found.packs == []
-    assert _pack_names(packs["store"]) == set(packs["names"].values())
-
-
 def test_clones_work_after_collection(
     s3_host: S3GitHost,
     packs: dict[str, Any],

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from forkhorse.domain.model import LedgerEntry, Promotion
-from forkhorse.ports.git import PackCollection
+from forkhorse.ports.git import PackCollection, ReachTooLarge
 from forkhorse.ports.store import Store
 from forkhorse.records import get_record, put_json, put_record
 from forkhorse.runner.collector import DEFAULT_GRACE, collect, collect_records
@@ -170,7 +170,7 @@ def test_a_put_stalled_past_the_grace_period_still_ends_whole(store: Store) -> N
 
 
 class _OneProjectTooLarge:
-    """A PackCollector whose walk of `refused` is refused, as the hosts answer past the limit."""
+    """A PackCollector whose walk of `refused` is refused, as the hosts raise past the limit."""
 
     def __init__(self, refused: str) -> None:
         self.refused = refused
@@ -179,7 +179,7 @@ class _OneProjectTooLarge:
     def collect_packs(self, project_id: str, *_args: Any, dry_run: bool) -> PackCollection:
         self.asked.append(project_id)
         if project_id == self.refused:
-            return PackCollection(skipped="more than 2 objects are reachable")
+            raise ReachTooLarge("more than 2 objects are reachable")
         return PackCollection(["pack-a"], 10)
 
 

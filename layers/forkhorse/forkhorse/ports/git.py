@@ -138,7 +138,11 @@ class PackCollection:
 
     packs: list[str] = field(default_factory=list)
     bytes_reclaimed: int = 0
-    skipped: str | None = None  # why nothing was collected (the walk refused), if it was not
+
+
+class ReachTooLarge(RuntimeError):
+    """The tips reach more objects than a walk may hold: a collector keeps that project's
+    packs and says so."""
 
 
 class PackCollector(Protocol):

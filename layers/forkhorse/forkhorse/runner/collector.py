@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from forkhorse.domain.model import Project, Review
 from forkhorse.domain.receipts import parse_timestamp
-from forkhorse.ports.git import PackCollection, PackCollector
+from forkhorse.ports.git import PackCollector, ReachTooLarge
 from forkhorse.ports.store import Store
 
 DEFAULT_GRACE = timedelta(hours=1)
@@ -110,27 +110,30 @@ def collect_records(
     return collection
 
 
-def collect_packs(
+def _collect_packs(
     store: Store,
     packs: PackCollector,
-    now: datetime,
-    grace: timedelta = DEFAULT_GRACE,
+    collection: Collection,
+    cutoff: datetime,
     *,
-    dry_run: bool = False,
-) -> dict[str, PackCollection]:
+    dry_run: bool,
+) -> None:
     """Every project's unreachable pack data; reviews' commits count as tips too, so a
     review whose fork ref moved away keeps its commit readable."""
-    collected: dict[str, PackCollection] = {}
     for project in store.list_projects():
         forks = [fork.id for fork in store.list_forks(project.id)]
         reviews = store.list_reviews(project.id)
         tips = {review.commit for review in reviews} | {
             review.execution.commit for review in reviews if review.execution is not None
         }
-        found = packs.collect_packs(project.id, forks, tips, now - grace, dry_run=dry_run)
-        if found.packs or found.bytes_reclaimed or found.skipped:
-            collected[project.id] = found
-    return collected
+        try:
+            found = packs.collect_packs(project.id, forks, tips, cutoff, dry_run=dry_run)
+        except ReachTooLarge as refused:  # one huge project must not stop the others
+            collection.skipped[project.id] = str(refused)
+            continue
+        if found.packs:
+            collection.packs[project.id] = found.packs
+        collection.bytes_reclaimed += found.bytes_reclaimed
 
 
 def collect(
@@ -145,10 +148,5 @@ def collect(
     keeps packs (S3)."""
     collection = collect_records(store, now, grace, dry_run=dry_run)
     if packs is not None:
-        found = collect_packs(store, packs, now, grace, dry_run=dry_run)
-        collection.packs = {project: pack.packs for project, pack in found.items() if pack.packs}
-        collection.skipped = {
-            project: pack.skipped for project, pack in found.items() if pack.skipped
-        }
-        collection.bytes_reclaimed = sum(pack.bytes_reclaimed for pack in found.values())
+        _collect_packs(store, packs, collection, now - grace, dry_run=dry_run)
     return collection

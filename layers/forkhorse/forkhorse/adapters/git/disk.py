@@ -24,7 +24,7 @@ from dulwich.refs import DiskRefsContainer, Ref, RefsContainer
 from dulwich.repo import Repo
 
 from forkhorse.adapters.git.ingest import SessionPackReceiver, sweep_stale_spools
-from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT, ReachTooLarge
+from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT
 from forkhorse.adapters.git.repack import (
     LOCK_NAME,
     REPACK_LOCK_NAME,
@@ -39,6 +39,7 @@ from forkhorse.ports.git import (
     DEFAULT_BRANCH,
     ArchiveLink,
     PackCollection,
+    ReachTooLarge,
 )
 
 log = logging.getLogger(__name__)
@@ -64,18 +65,12 @@ class DiskGitHost:
         written_before: datetime,
         *,
         dry_run: bool,
-        limit: int = DEFAULT_REACH_LIMIT,
     ) -> PackCollection:
         """Repack the project's repositories and prune their unreachable objects (see
         `repack`); every fork on disk counts, whatever `forks` lists."""
         if not (self._root / project_id / "canonical.git").is_dir():
             return PackCollection()
-        try:
-            return self.store(project_id).repack(
-                extra_tips, written_before, dry_run=dry_run, limit=limit
-            )
-        except ReachTooLarge as refused:  # one huge project must not stop the others
-            return PackCollection(skipped=str(refused))
+        return self.store(project_id).repack(extra_tips, written_before, dry_run=dry_run)
 
 
 def _consolidate(store: DiskGitStore) -> None:

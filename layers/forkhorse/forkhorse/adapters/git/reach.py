@@ -13,11 +13,9 @@ from collections.abc import Iterable
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Commit, ObjectID, Tag, Tree
 
+from forkhorse.ports.git import ReachTooLarge
+
 DEFAULT_REACH_LIMIT = 5_000_000  # object ids, about 400 MiB of set at worst
-
-
-class ReachTooLarge(RuntimeError):
-    """The tips reach more objects than the walk may hold."""
 
 
 def reachable(objects: BaseObjectStore, tips: Iterable[bytes], limit: int) -> set[bytes]:

@@ -22,7 +22,7 @@ from dulwich.pack import Pack, PackData, PackIndex, load_pack_index_file
 from dulwich.refs import Ref, RefsContainer, SymrefLoop
 
 from forkhorse.adapters.git.ingest import SessionPackReceiver
-from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT, ReachTooLarge, reachable
+from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT, reachable
 from forkhorse.adapters.git.store import HEAD, ZERO_SHA, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name
 from forkhorse.ports.git import (
@@ -229,17 +229,11 @@ class S3GitHost:
         written_before: datetime,
         *,
         dry_run: bool,
-        limit: int = DEFAULT_REACH_LIMIT,
     ) -> PackCollection:
         store = self.store(project_id)
         if not store.exists():
             return PackCollection()
-        try:
-            return store.collect_packs(
-                forks, extra_tips, written_before, dry_run=dry_run, limit=limit
-            )
-        except ReachTooLarge as refused:  # one huge project must not stop the others
-            return PackCollection(skipped=str(refused))
+        return store.collect_packs(forks, extra_tips, written_before, dry_run=dry_run)
 
 
 class S3GitStore(DulwichGitStore):
