@@ -422,7 +422,7 @@ EDGE_TEXTS = {
     ),
     "path-1024": HEAD_FIELDS + "File:Line: " + "a/" * 511 + "bc:3\nProblem: x.",
     "path-1025": HEAD_FIELDS + "File:Line: " + "a/" * 511 + "bcd:3\nProblem: x.",
-    # Where Forkhorse's validator is stricter (DIVERGENCES-producer.md D-P1, D-P2).
+    # Where Forkhorse's validator is stricter (DIVERGENCES.md, producer side: D-P2).
     "r-zero": HEAD_FIELDS + "Problem: Covers R0 and R01.",
     "nul-path": HEAD_FIELDS + "File:Line: a\x00b.py:3\nProblem: x.",
     # Aliases and spellings.

@@ -27,8 +27,8 @@ PROSE = load_vectors("generated-producer/prose-parser-vectors.json")["vectors"]
 BUILDER = load_vectors("generated-producer/builder-vectors.json")["vectors"]
 
 
-# Forkhorse's container validator is stricter here (DIVERGENCES-producer.md): the projection is
-# absent where the reference stores one.
+# Forkhorse's container validator is stricter here (DIVERGENCES.md, producer side): the
+# projection is absent where the reference stores one.
 STRICTER = {"edge-nul-path": "D-P2"}
 
 
@@ -98,7 +98,7 @@ def test_green_reuse_decision_matches_reference(vector: dict[str, Any]) -> None:
 def _allowed_green_divergence(
     vector: dict[str, Any], expected: tuple[bool, str]
 ) -> tuple[bool, str]:
-    """Forkhorse's answer where DIVERGENCES-producer.md allows one, else the reference's."""
+    """Forkhorse's answer where DIVERGENCES.md (producer side) allows one, else the reference's."""
     if "gate_id" not in vector["receipt"] and expected[0]:
         return (False, "gate id mismatch")  # D-G1: the body must name its gate; fail closed
     return expected
