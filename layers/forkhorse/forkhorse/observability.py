@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -39,6 +40,10 @@ logger = Logger(
 )
 tracer = Tracer(service=SERVICE)  # a no-op outside Lambda (no LAMBDA_TASK_ROOT) and in tests
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+# Each metric goes out on its own (`emit`), so the shared set `log_metrics` flushes holds
+# only the cold-start metric, and its "no metrics" warning would come on every invocation.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 _metric_log = logging.getLogger(f"{SERVICE}.metrics")
 _in_lambda: contextvars.ContextVar[bool] = contextvars.ContextVar("in_lambda", default=False)
