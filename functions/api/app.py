@@ -7,10 +7,12 @@ from typing import Any
 
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.aws import build_aws_service
+from forkhorse.observability import api_keys, lambda_handler
 
 _api: ForkhorseApi | None = None
 
 
+@lambda_handler(api_keys)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _api
     if _api is None:

@@ -7,12 +7,14 @@ from typing import Any
 
 from forkhorse.api.authorizer import OwnerPool, authorize
 from forkhorse.api.aws import owner_pool
+from forkhorse.observability import lambda_handler
 from forkhorse.ports.store import Store
 from forkhorse.wiring.aws import table_store
 
 _wiring: tuple[Store, OwnerPool | None] | None = None
 
 
+@lambda_handler()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _wiring
     if _wiring is None:

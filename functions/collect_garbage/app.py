@@ -4,13 +4,13 @@ without a manifest and S3 packs no ref reaches, each once older than the grace p
 
 from typing import Any
 
+from forkhorse.observability import lambda_handler, logger
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.collector import collect
-from forkhorse.runner.handlers import logger
 from forkhorse.wiring.aws import git_host, table_store
 
 
-@logger.inject_lambda_context(log_event=False)
+@lambda_handler()
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     collection = collect(table_store(), SystemClock().now(), packs=git_host())
     logger.info("collected", extra=collection.counts())

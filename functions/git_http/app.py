@@ -16,6 +16,7 @@ from forkhorse.adapters.git.apigw import MAX_REQUEST_BYTES, WsgiApp, invoke_wsgi
 from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.api.aws import build_aws_service
 from forkhorse.api.local import git_repo_lookup, git_token_resolver
+from forkhorse.observability import api_keys, lambda_handler
 from forkhorse.wiring.aws import git_host
 
 __all__ = ["MAX_REQUEST_BYTES", "configure", "handler"]
@@ -37,5 +38,6 @@ def configure(
     return _app
 
 
+@lambda_handler(api_keys)
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     return invoke_wsgi(_app or configure(), event)

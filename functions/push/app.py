@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from forkhorse.api.aws import build_aws_service
+from forkhorse.observability import lambda_handler
 from forkhorse.service import Service
 
 _service: Service | None = None
 
 
+@lambda_handler()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _service
     if _service is None:

@@ -5,13 +5,14 @@ import os
 from typing import Any
 
 import boto3
+from forkhorse.observability import lambda_handler
 from forkhorse.runner import recovery
-from forkhorse.runner.handlers import logger, providers
+from forkhorse.runner.handlers import providers
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
 
 
-@logger.inject_lambda_context(log_event=False)
+@lambda_handler()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("detail-type") != STATUS_CHANGE:
         machine = os.environ["STATE_MACHINE_ARN"]

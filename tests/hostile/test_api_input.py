@@ -31,6 +31,7 @@ from forkhorse.domain.limits import API_INPUT, MIB, REVIEW_RECEIPTS
 from tests.integration.api.support import Client, Worktree
 from tests.integration.api.test_api_lambda import _event, aws  # noqa: F401
 from tests.support.aws import load_function
+from tests.support.lambda_context import FakeLambdaContext
 from tests.support.resources import peak_of, rss_bytes
 from tests.support.serve import free_port
 
@@ -309,7 +310,7 @@ def test_on_aws_the_api_function_refuses_the_same_bodies(
         (huge, 400, NUMBER_REFUSED),
         (rebound, 403, "Cross-origin requests are refused."),
     ):
-        answer = api.handler(event, None)
+        answer = api.handler(event, FakeLambdaContext())
         assert (answer["statusCode"], json.loads(answer["body"])) == (status, {"error": error})
     assert aws.list_projects() == []
 

@@ -420,7 +420,8 @@ def test_the_collector_runs_hourly_and_deletes_only_records_and_packs(
     assert schedule == "rate(1 hour)"
     role = _role_of(resources, "CollectGarbageFunction")
     assert role.get("ManagedPolicyArns", []) == [
-        "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+        "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+        XRAY_WRITE,
     ]
     by_action = {a: s for s in _statements(role) for a in _actions(s)}
     assert set(by_action) == {
@@ -439,3 +440,29 @@ def test_the_collector_runs_hourly_and_deletes_only_records_and_packs(
     for action in ("s3:GetObject", "s3:DeleteObject"):
         resource = by_action[action]["Resource"]
         assert resource == {"Fn::Sub": "${ForkhorseBucket.Arn}/git/*/packs/*"}, action
+
+
+XRAY_WRITE = "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"
+
+
+def test_every_function_but_the_quick_checks_and_both_machines_are_traced(
+    resources: dict[str, Any],
+) -> None:
+    """X-Ray follows a request through the API, the machines and their steps; the quick
+    checks' isolated subnets reach only S3, so they neither trace nor may write traces."""
+    functions = {
+        name: resource["Properties"]
+        for name, resource in resources.items()
+        if resource["Type"] == "AWS::Lambda::Function"
+    }
+    for name, properties in functions.items():
+        traced = name not in QUICK_FUNCTIONS
+        mode = properties.get("TracingConfig", {}).get("Mode")
+        assert mode == ("Active" if traced else None), name
+        managed = _role_of(resources, name).get("ManagedPolicyArns", [])
+        assert (XRAY_WRITE in managed) == traced, name
+        variables = properties["Environment"]["Variables"]
+        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Forkhorse", name
+        assert (variables.get("POWERTOOLS_TRACE_DISABLED") == "true") != traced, name
+    for machine in MACHINES:
+        assert resources[machine]["Properties"]["TracingConfiguration"] == {"Enabled": True}

@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 
 from forkhorse.api.local import LocalApp, build_local_app, ensure_owner_token
+from forkhorse.api.wsgi import access_logged
 from forkhorse.domain.limits import GIT
+from forkhorse.observability import log_to_files
 from forkhorse.service import ServiceSettings
 from forkhorse.wiring.local import build_local_runtime
 
@@ -59,16 +62,18 @@ def _serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     home = private_home(args.home.resolve())
+    log_to_files(home / "logs")
     url = (args.public_url or f"http://{args.host}:{args.port}").rstrip("/")
     app = open_local_app(home, url)
     token = ensure_owner_token(app.service, home)
     server = create_server(
-        app.http,
+        access_logged(app.http, _print_line),
         host=args.host,
         port=args.port,
         threads=THREADS,
         max_request_body_size=GIT.request_bytes,  # the largest body any route accepts
     )
+    log.info("listening", extra={"url": url, "home": str(home)})
     print(f"Forkhorse is listening on {url}", flush=True)
     print(f"  console:    {url}/", flush=True)
     print(f"  API docs:   {url}/docs", flush=True)
@@ -87,6 +92,12 @@ def _serve(args: argparse.Namespace) -> int:
         server.close()
         app.close()
     return 0
+
+
+def _print_line(line: str) -> None:
+    """One write per line, so lines of concurrent requests never interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def private_home(home: Path) -> Path:

@@ -20,6 +20,7 @@ from forkhorse.service.identity import token_hash
 from moto import mock_aws
 
 from tests.support.aws import create_table_from_template, load_function
+from tests.support.lambda_context import FakeLambdaContext
 
 ROOT = Path(__file__).resolve().parents[3]
 BUCKET = "forkhorse-api-tests"
@@ -59,22 +60,22 @@ def test_the_authorizer_resolves_token_hashes_only(aws: DynamoDbStore) -> None:
     assert aws.create_principal(agent, token_hash("fh_example-token"))
     authorizer = load_function("authorizer")
     event = _event("api_authorizer_request.json")
-    assert authorizer.handler(event, None) == {
+    assert authorizer.handler(event, FakeLambdaContext()) == {
         "isAuthorized": True,
         "context": {"principalId": "agent-a-0123456789ab", "kind": "agent"},
     }
     event["headers"]["authorization"] = "Bearer fh_unknown"
-    assert authorizer.handler(event, None) == ANONYMOUS
+    assert authorizer.handler(event, FakeLambdaContext()) == ANONYMOUS
     aws.revoke_principal(agent.id)
     event["headers"]["authorization"] = "Bearer fh_example-token"
-    assert authorizer.handler(event, None) == ANONYMOUS
+    assert authorizer.handler(event, FakeLambdaContext()) == ANONYMOUS
     del event["headers"]["authorization"]
-    assert authorizer.handler(event, None) == ANONYMOUS
+    assert authorizer.handler(event, FakeLambdaContext()) == ANONYMOUS
 
 
 def _through_authorizer(event: dict[str, Any]) -> dict[str, Any]:
     """What API Gateway passes the API Lambda: the authorizer's context, never a refusal."""
-    decision = load_function("authorizer").handler(event, None)
+    decision = load_function("authorizer").handler(event, FakeLambdaContext())
     assert decision["isAuthorized"] is True
     event["requestContext"]["authorizer"] = {"lambda": decision["context"]}
     return event
@@ -107,14 +108,14 @@ def test_refusals_on_aws_are_local_modes_status_and_error_body(
         create["headers"]["authorization"] = authorization
     local_mode = ForkhorseApi(build_aws_service())  # checks the token itself, as locally
     local = _answer(local_mode.handle(copy.deepcopy(create)))
-    on_aws = _answer(load_function("api").handler(_through_authorizer(create), None))
+    on_aws = _answer(load_function("api").handler(_through_authorizer(create), FakeLambdaContext()))
     assert on_aws == local == expected
     assert aws.list_projects() == []
 
 
 def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> None:
     api = load_function("api")
-    created = api.handler(_event("api_create_project.json"), None)
+    created = api.handler(_event("api_create_project.json"), FakeLambdaContext())
     assert created["statusCode"] == 201, created
     project = json.loads(created["body"])["project"]
     assert project["cloneUrl"].startswith("https://abc123.execute-api.us-east-1.amazonaws.com/git/")
@@ -122,25 +123,26 @@ def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> No
     assert stored is not None
     assert stored.owner_id == OWNER_SUB
     # The sample's project does not exist in this table.
-    state = api.handler(_event("api_state_agent.json"), None)
+    state = api.handler(_event("api_state_agent.json"), FakeLambdaContext())
     assert (state["statusCode"], json.loads(state["body"])) == (
         404,
         {"error": "Project not found."},
     )
     anonymous = _event("api_state_agent.json")
     del anonymous["requestContext"]["authorizer"]
-    assert api.handler(anonymous, None)["statusCode"] == 401
+    assert api.handler(anonymous, FakeLambdaContext())["statusCode"] == 401
 
 
 def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) -> None:
     api = load_function("api")
-    created = api.handler(_event("api_create_project.json"), None)
+    created = api.handler(_event("api_create_project.json"), FakeLambdaContext())
     project_id = json.loads(created["body"])["project"]["id"]
     policy = _event("api_set_policy.json")
-    assert api.handler(policy, None)["statusCode"] == 404, "the sample's project is unknown"
+    unknown = api.handler(policy, FakeLambdaContext())
+    assert unknown["statusCode"] == 404, "the sample's project is unknown"
     path = f"/projects/{project_id}/policy"
     policy["rawPath"] = policy["requestContext"]["http"]["path"] = path
-    answered = api.handler(policy, None)
+    answered = api.handler(policy, FakeLambdaContext())
     assert (answered["statusCode"], json.loads(answered["body"])) == (
         200,
         {"policy": {"protectChecks": True}},
@@ -153,7 +155,7 @@ def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) 
 
 def test_the_push_function_ignores_unknown_projects(aws: DynamoDbStore) -> None:
     push = load_function("push")
-    assert push.handler(_event("push_follow.json"), None) == {"moved": []}
+    assert push.handler(_event("push_follow.json"), FakeLambdaContext()) == {"moved": []}
 
 
 def _cognito_owner(pool_name: str) -> tuple[str, str, str]:
@@ -186,12 +188,12 @@ def test_the_authorizer_admits_this_pools_owner_access_tokens_only(
     authorizer = load_function("authorizer")
     event = _event("api_authorizer_request.json")
     event["headers"]["authorization"] = f"Bearer {access}"
-    decision = authorizer.handler(event, None)
+    decision = authorizer.handler(event, FakeLambdaContext())
     assert decision["isAuthorized"] is True
     assert decision["context"]["kind"] == "owner"
     sub = boto3.client("cognito-idp").get_user(AccessToken=access)["UserAttributes"]
     assert decision["context"]["principalId"] == next(a["Value"] for a in sub if a["Name"] == "sub")
     event["headers"]["authorization"] = f"Bearer {foreign}"
-    assert authorizer.handler(event, None) == ANONYMOUS, "another pool's token"
+    assert authorizer.handler(event, FakeLambdaContext()) == ANONYMOUS, "another pool's token"
     event["headers"]["authorization"] = f"Bearer {access[:-4]}AAAA"
-    assert authorizer.handler(event, None) == ANONYMOUS, "a forged signature"
+    assert authorizer.handler(event, FakeLambdaContext()) == ANONYMOUS, "a forged signature"

@@ -21,6 +21,7 @@ from moto import mock_aws
 
 from tests.integration.git.conftest import BUCKET, Directory, commit_all, git, new_repo
 from tests.support.aws import create_table_from_template
+from tests.support.lambda_context import FakeLambdaContext
 
 ROOT = Path(__file__).resolve().parents[3]
 INFO_REFS_EVENT = json.loads((ROOT / "events" / "git_http_info_refs.json").read_text())
@@ -86,7 +87,7 @@ def received_events(aws: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_the_sample_info_refs_event_advertises_refs(function: tuple[ModuleType, S3GitHost]) -> None:
     module, _ = function
-    response = module.handler(INFO_REFS_EVENT, None)
+    response = module.handler(INFO_REFS_EVENT, FakeLambdaContext())
     assert response["statusCode"] == 200
     assert response["headers"]["Content-Type"] == "application/x-git-upload-pack-advertisement"
     body = base64.b64decode(response["body"])
@@ -96,7 +97,7 @@ def test_the_sample_info_refs_event_advertises_refs(function: tuple[ModuleType, 
 def test_missing_credentials_get_a_401(function: tuple[ModuleType, S3GitHost]) -> None:
     module, _ = function
     event = {**INFO_REFS_EVENT, "headers": {"host": "example"}}
-    response = module.handler(event, None)
+    response = module.handler(event, FakeLambdaContext())
     assert response["statusCode"] == 401
     assert "Basic" in response["headers"]["WWW-Authenticate"]
 
@@ -114,7 +115,7 @@ def test_request_size_limit_exactly_and_one_past(function: tuple[ModuleType, S3G
             "body": base64.b64encode(b"0" * size).decode(),
             "isBase64Encoded": True,
         }
-        return dict(module.handler(event, None))
+        return dict(module.handler(event, FakeLambdaContext()))
 
     assert post(MAX_REQUEST_BYTES)["statusCode"] == 404  # reached the app
     refused = post(MAX_REQUEST_BYTES + 1)
@@ -193,7 +194,7 @@ def as_api_gateway(handler: Callable[[dict[str, Any], object], dict[str, Any]]) 
             "body": base64.b64encode(body).decode(),
             "isBase64Encoded": True,
         }
-        response = handler(event, None)
+        response = handler(event, FakeLambdaContext())
         payload = response["body"]
         data = base64.b64decode(payload) if response["isBase64Encoded"] else payload.encode()
         start_response(f"{response['statusCode']} X", list(response["headers"].items()))

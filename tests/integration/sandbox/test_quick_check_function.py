@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from tests.integration.sandbox.conftest import BRAND
 from tests.support.aws import create_table_from_template
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.observability import captured_log, json_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BUCKET = "quick-git"
@@ -138,3 +139,18 @@ def test_a_missing_commit_fails_closed(function: tuple[ModuleType, S3GitHost]) -
         "The snapshot could not be opened.",
         "",
     )
+
+
+def test_a_handlers_log_line_is_json_with_its_invocation_and_run(
+    function: tuple[ModuleType, S3GitHost],
+) -> None:
+    app, _ = function
+    with captured_log() as log:
+        app.handler(_event("0" * 40), FakeLambdaContext())
+    [line] = json_lines(log.getvalue())
+    assert line["message"] == "quick check brand: the snapshot could not be opened"
+    assert line["level"] == "ERROR"
+    assert line["function_request_id"] == FakeLambdaContext.aws_request_id
+    assert line["function_name"] == FakeLambdaContext.function_name
+    assert (line["project"], line["review"], line["generation"]) == ("demo", "r1", "g1")
+    assert "promotion" not in line

@@ -10,7 +10,7 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
@@ -143,3 +143,43 @@ def _send(
         ],
     )
     return [data]
+
+
+def access_logged(app: WsgiApp, write: Callable[[str], object]) -> WsgiApp:
+    """`app`, writing one readable line per request once its body is sent: method, path,
+    status, milliseconds and how the caller authenticated. Never a header's value or the
+    query string, either of which may carry a token."""
+
+    def logged(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.monotonic()
+        status = ["-"]
+
+        def recording(status_line: str, *rest: Any) -> Any:
+            status[0] = status_line.split(" ", 1)[0]
+            return start_response(status_line, *rest)
+
+        def finished() -> None:
+            elapsed = (time.monotonic() - started) * 1000
+            method = environ.get("REQUEST_METHOD", "-")
+            path = environ.get("PATH_INFO", "") or "/"
+            write(f"{method} {path} {status[0]} {elapsed:.0f}ms {caller_kind(environ)}")
+
+        return _then(app(environ, recording), finished)
+
+    return logged
+
+
+def caller_kind(environ: dict[str, Any]) -> str:
+    """`bearer` (API tokens), `basic` (git clients) or `anonymous`: the scheme only."""
+    scheme = str(environ.get("HTTP_AUTHORIZATION", "")).split(" ", 1)[0].lower()
+    return scheme if scheme in ("bearer", "basic") else "anonymous"
+
+
+def _then(body: Iterable[bytes], finished: Callable[[], None]) -> Iterator[bytes]:
+    try:
+        yield from body
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+        finished()

@@ -161,6 +161,16 @@ class QueueLimits:
     promote_slots: int = 1  # extra quick and full slots only before-promote runs may use
 
 
+# --- the local server's log --------------------------------------------------------------
+@dataclass(frozen=True)
+class LocalLogLimits:
+    """`forkhorse serve` writes JSON log lines to `<home>/logs/`, rotated so that no amount
+    of requests an agent makes can fill the disk (`forkhorse.observability`)."""
+
+    file_bytes: int = 10 * MIB  # one log file, rotated past this
+    backups: int = 5  # rotated files kept; older ones are deleted
+
+
 # --- the receipt run -----------------------------------------------------------------------
 # ReceiptRun's state-machine `TimeoutSeconds` (statemachine/receipt_run.asl.json; a template
 # test holds them equal): no run outlives it, whatever its checks declare.
@@ -176,3 +186,4 @@ EXPORT = ExportLimits()
 QUICK_SANDBOX = QuickSandboxLimits()
 CONTAINER = ContainerLimits()
 QUEUE = QueueLimits()
+LOCAL_LOG = LocalLogLimits()

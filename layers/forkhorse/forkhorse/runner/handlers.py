@@ -9,14 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-
+from forkhorse.observability import lambda_handler, promote_keys, run_keys
 from forkhorse.runner import steps
 
 if TYPE_CHECKING:
     from forkhorse.runner.promote_steps import PromoteDeps
-
-logger = Logger(service="forkhorse-runner")
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -52,16 +49,15 @@ providers = _Providers()
 
 
 def trusted_step(step: Callable[[steps.RunnerDeps, dict[str, Any]], dict[str, Any]]) -> Handler:
-    @logger.inject_lambda_context(log_event=False)
+    @lambda_handler(run_keys)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        logger.append_keys(generation=event.get("run", {}).get("generation"))
         return step(providers.runner(), event)
 
     return handler
 
 
 def quick_step() -> Handler:
-    @logger.inject_lambda_context(log_event=False)
+    @lambda_handler(run_keys)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return steps.quick(providers.quick(), event)
 
@@ -69,9 +65,8 @@ def quick_step() -> Handler:
 
 
 def promote_step(step: Callable[[PromoteDeps, dict[str, Any]], dict[str, Any]]) -> Handler:
-    @logger.inject_lambda_context(log_event=False)
+    @lambda_handler(promote_keys)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        logger.append_keys(promotion=event.get("promotionId"))
         return step(providers.promote(), event)
 
     return handler

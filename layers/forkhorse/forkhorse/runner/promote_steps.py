@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from forkhorse import observability
 from forkhorse.domain.checks import CHECKS_PATH, CheckDef, FullCheckDef, parse_checks
 from forkhorse.domain.gate import validate_required
 from forkhorse.domain.git_access import mint_canonical_write_capability
@@ -311,8 +312,9 @@ def promote_write(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
     promotion = _promotion(deps, state)
     if promotion.state == "writing":
         _write(deps, promotion, _token(state))
-    current = _promotion(deps, state)
-    return _out(state, outcome=_outcome(current))
+    outcome = _outcome(_promotion(deps, state))
+    observability.promote_finished(outcome)
+    return _out(state, outcome=outcome)
 
 
 def _outcome(promotion: Promotion) -> str:
@@ -388,7 +390,9 @@ def promote_settle(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
         if token is not None and promotion is not None and promotion.state in OPEN_WRITES:
             rules.reconcile(deps, state.project_id)
     current = deps.store.get_promotion(state.project_id, state.promotion_id)
-    return _out(state, outcome="failed" if current is None else _outcome(current))
+    outcome = "failed" if current is None else _outcome(current)
+    observability.promote_finished(outcome)
+    return _out(state, outcome=outcome)
 
 
 def _retake(deps: PromoteDeps, project_id: str, holder: str) -> int | None:

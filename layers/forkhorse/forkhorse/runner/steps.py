@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forkhorse import records
+from forkhorse import observability, records
 from forkhorse.domain.checks import (
     CHECKS_PATH,
     FullCheckDef,
@@ -189,7 +189,7 @@ def _finished_summary(
     finished = deps.clock.now()
     started = parse_timestamp(summary.started_at)
     elapsed = max(0, int((finished - started).total_seconds() * 1000))
-    return summary.model_copy(
+    final = summary.model_copy(
         update={
             "status": status,
             "finished_at": format_timestamp(finished),
@@ -197,6 +197,8 @@ def _finished_summary(
             "checks": list(checks),
         }
     )
+    observability.run_finished(final)
+    return final
 
 
 # --- prepare ----------------------------------------------------------------------------
@@ -438,6 +440,7 @@ def _collect_records(
     if len(quick_records) != len(prepared["quick"]):
         raise LookupError("a quick check produced no evidence")
     if not quick_gate_open(quick_records):
+        observability.quick_gate_refused()
         return quick_records + [skipped_full_check(d) for d in prepared["full"]]
     full_records = [_load_record(deps, item["result"]) for item in event.get("full", [])]
     if len(full_records) != len(prepared["full"]):
