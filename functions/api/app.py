@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from forkhorse.api.app import ForkhorseApi
-from forkhorse.api.aws import build_aws_service
+from forkhorse.wiring.aws import build_aws_service
 
 _api: ForkhorseApi | None = None
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.collector import collect
-from forkhorse.runner.handlers import logger
 from forkhorse.wiring.aws import git_host, table_store
+from forkhorse.wiring.handlers import logger
 
 
 @logger.inject_lambda_context(log_event=False)
