@@ -97,3 +97,10 @@ def test_the_sweeper_needs_the_promote_machine(monkeypatch: pytest.MonkeyPatch) 
         recovery_machines()
     monkeypatch.setenv("PROMOTE_STATE_MACHINE_ARN", "arn:p")
     assert recovery_machines() == ("arn:r", "arn:p")
+
+
+def test_a_queue_limit_is_overridden_and_a_bad_one_named() -> None:
+    local = LocalSettings.from_environ({"FORKHORSE_QUEUE_RUNNING_PER_PROJECT": "4"})
+    assert local.queue.running_per_project == 4
+    with pytest.raises(SettingsError, match="invalid environment variable FORKHORSE_QUEUE_"):
+        LocalSettings.from_environ({"FORKHORSE_QUEUE_RUNNING_PER_PROJECT": "many"})

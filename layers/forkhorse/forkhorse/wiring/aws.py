@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import boto3
 from botocore.config import Config
 
+from forkhorse import console
 from forkhorse.adapters.containers.fargate import FargateContainerPort, FargateSettings
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.adapters.events import EventBridgeBus
@@ -20,6 +21,7 @@ from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
+from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.authorizer import OwnerPool
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.steps import QuickDeps, RunnerDeps, published_archive
@@ -28,6 +30,7 @@ from forkhorse.service.context import Context
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
 from forkhorse.wiring.settings import (
     AwsSettings,
+    ConsoleEnvironment,
     EventBusEnvironment,
     FargateEnvironment,
     OwnerPoolEnvironment,
@@ -120,6 +123,17 @@ def build_aws_service() -> Service:
         orchestrator(environment),
         SystemClock(),
         service_settings(environment),
+    )
+
+
+def build_aws_api() -> ForkhorseApi:
+    """The ApiFunction's routes behind the one Lambda authorizer, whose principal it trusts;
+    the console signs owners in with the deployment's Cognito pool."""
+    sign_in = ConsoleEnvironment.from_environ()
+    return ForkhorseApi(
+        build_aws_service(),
+        trust_authorizer=True,
+        sign_in=console.config(sign_in.cognito_domain, sign_in.cognito_client_id),
     )
 
 

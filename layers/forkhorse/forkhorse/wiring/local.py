@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
 from forkhorse.adapters.sqlite_store import DATABASE_NAME, SqliteStore
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import LocalHttp
-from forkhorse.domain.limits import QUEUE, QueueLimits
+from forkhorse.domain.limits import QueueLimits
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
 from forkhorse.ports.events import PUSH_EVENT
@@ -39,23 +39,17 @@ from forkhorse.runner.steps import (
 from forkhorse.runner.supervisor import COLLECT_EVERY, LocalSupervisor
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
+from forkhorse.wiring.settings import LocalSettings
 
 CHECKOUTS_DIR = "checkouts"
 HISTORY_DIR = "history"
 OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
 RECOVERY_WAIT_ON_CLOSE_SECONDS = 10.0
-QUEUE_ENV_PREFIX = "FORKHORSE_QUEUE_"
 
 
-def queue_limits(environ: Mapping[str, str]) -> QueueLimits:
-    """The run queue's limits, each overridable for `forkhorse serve` by an environment
-    variable named after it, e.g. FORKHORSE_QUEUE_RUNNING_PER_PROJECT=4."""
-    overrides = {
-        limit.name: int(environ[variable])
-        for limit in fields(QueueLimits)
-        if (variable := QUEUE_ENV_PREFIX + limit.name.upper()) in environ
-    }
-    return replace(QUEUE, **overrides)
+def queue_limits(environ: Mapping[str, str] | None = None) -> QueueLimits:
+    """The run queue's limits with the environment's overrides (`LocalSettings.queue`)."""
+    return LocalSettings.from_environ(environ).queue
 
 
 def open_home(home: Path) -> tuple[SqliteStore, DiskGitHost] | None:
@@ -118,7 +112,7 @@ def build_local_runtime(
         deps,
         quick_deps,
         home / HISTORY_DIR,
-        limits=queue or queue_limits(os.environ),
+        limits=queue or queue_limits(),
         checkouts=checkouts,
         packs=git,
         collect_every=collect_every,

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Self
+from dataclasses import asdict, fields
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from forkhorse.domain.limits import QUEUE, QueueLimits
+
+QUEUE_ENV_PREFIX = "FORKHORSE_QUEUE_"
 
 
 class SettingsError(RuntimeError):
@@ -32,14 +37,23 @@ class _Environment(BaseModel):
 
 
 def _describe(model: str, error: ValidationError) -> str:
-    missing = [str(e["loc"][0]) for e in error.errors() if e["type"] == "missing"]
-    invalid = [f"{e['loc'][0]} ({e['msg']})" for e in error.errors() if e["type"] != "missing"]
+    missing = [_variable(e["loc"]) for e in error.errors() if e["type"] == "missing"]
+    invalid = [
+        f"{_variable(e['loc'])} ({e['msg']})" for e in error.errors() if e["type"] != "missing"
+    ]
     parts = []
     if missing:
         parts.append("missing environment variable " + ", ".join(missing))
     if invalid:
         parts.append("invalid environment variable " + ", ".join(invalid))
     return f"{model}: " + "; ".join(parts)
+
+
+def _variable(location: tuple[int | str, ...]) -> str:
+    """The variable a validation error is about: a field's alias, or a queue limit's."""
+    if location[0] == "queue" and len(location) > 1:
+        return QUEUE_ENV_PREFIX + str(location[1]).upper()
+    return str(location[0])
 
 
 class AwsSettings(_Environment):
@@ -93,6 +107,19 @@ class LocalSettings(_Environment):
     home: str = Field(default=".forkhorse-local", alias="FORKHORSE_HOME")
     port: int = Field(default=8787, alias="FORKHORSE_PORT", ge=0, le=65535)
     public_url: str | None = Field(default=None, alias="FORKHORSE_PUBLIC_URL")
+    # Each QueueLimits field overridable by a variable named after it, for example
+    # FORKHORSE_QUEUE_RUNNING_PER_PROJECT=4.
+    queue: QueueLimits = QUEUE
+
+    @model_validator(mode="before")
+    @classmethod
+    def _queue_overrides(cls, values: dict[str, Any]) -> dict[str, Any]:
+        overrides = {
+            limit.name: values[variable]
+            for limit in fields(QueueLimits)
+            if (variable := QUEUE_ENV_PREFIX + limit.name.upper()) in values
+        }
+        return {**values, "queue": {**asdict(QUEUE), **overrides}} if overrides else values
 
 
 def require(value: str | None, variable: str, purpose: str) -> str:
