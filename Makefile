@@ -57,6 +57,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	PYTHONPATH=layers/forkhorse $(VENV)/bin/lint-imports
 
 check: lint $(TOOLS)/.installed
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" scripts/check.sh

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from forkhorse.api.app import ForkhorseApi
-from forkhorse.api.aws import build_aws_service
 from forkhorse.observability import api_keys, lambda_handler
+from forkhorse.wiring.aws import build_aws_api
 
 _api: ForkhorseApi | None = None
 
@@ -16,5 +16,5 @@ _api: ForkhorseApi | None = None
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _api
     if _api is None:
-        _api = ForkhorseApi(build_aws_service(), trust_authorizer=True)
+        _api = build_aws_api()
     return _api.handle(event, context)

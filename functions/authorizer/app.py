@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from forkhorse.api.authorizer import OwnerPool, authorize
-from forkhorse.api.aws import owner_pool
 from forkhorse.observability import lambda_handler
 from forkhorse.ports.store import Store
-from forkhorse.wiring.aws import table_store
+from forkhorse.wiring.aws import owner_pool, table_store
 
 _wiring: tuple[Store, OwnerPool | None] | None = None
 

@@ -7,17 +7,12 @@ and access rules as the API; pushes to forks raise `forkhorse.push` on EventBrid
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-import boto3
-from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.git.apigw import MAX_REQUEST_BYTES, WsgiApp, invoke_wsgi
-from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver
-from forkhorse.api.aws import build_aws_service
-from forkhorse.api.local import git_repo_lookup, git_token_resolver
+from forkhorse.adapters.git.http import RepoLookup, TokenResolver
 from forkhorse.observability import api_keys, lambda_handler
-from forkhorse.wiring.aws import git_host
+from forkhorse.wiring.aws import git_http_app
 
 __all__ = ["MAX_REQUEST_BYTES", "configure", "handler"]
 
@@ -29,12 +24,7 @@ def configure(
 ) -> WsgiApp:
     """Build the app once per cold start; tests may pass their own callables."""
     global _app
-    if resolve_token is None or lookup is None:
-        service = build_aws_service()
-        resolve_token = resolve_token or git_token_resolver(service)
-        lookup = lookup or git_repo_lookup(service)
-    events = EventBridgeBus(boto3.client("events"), os.environ.get("EVENT_BUS_NAME", "default"))
-    _app = GitHttpApp(git_host(), resolve_token, lookup, events)
+    _app = git_http_app(resolve_token, lookup)
     return _app
 
 

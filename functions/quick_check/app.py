@@ -6,6 +6,6 @@ itself non-dumpable at cold start; each check runs in a fresh child with a scrub
 environment. The trusted `QuickRecord` step moves the dropped evidence into the Store.
 """
 
-from forkhorse.runner.handlers import quick_step
+from forkhorse.wiring.handlers import quick_step
 
 handler = quick_step()

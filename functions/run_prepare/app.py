@@ -1,6 +1,6 @@
 """ReceiptRun step `prepare` (see forkhorse.runner.steps.prepare)."""
 
 from forkhorse.runner import steps
-from forkhorse.runner.handlers import trusted_step
+from forkhorse.wiring.handlers import trusted_step
 
 handler = trusted_step(steps.prepare)

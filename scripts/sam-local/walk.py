@@ -33,7 +33,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import boto3
 from aws_local import free_loopback_port
-from forkhorse.api.aws import build_aws_service
+from forkhorse.wiring.aws import build_aws_service
 from sam import Sam
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from forkhorse.adapters.containers.mock import MockContainerPort
 from forkhorse.adapters.sandbox.mock import MockSandbox
-from forkhorse.api.local import LocalApp, build_local_app
 from forkhorse.api.wsgi import wsgi_event
 from forkhorse.domain.model import Execution, Review
 from forkhorse.domain.receipts import SummaryCheck, running_summary
 from forkhorse.service import ServiceSettings
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.support.gitrepo import commit_files
 

@@ -20,10 +20,9 @@ from dulwich.refs import Ref
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.git.http import GitHttpApp
-from forkhorse.api.local import LocalApp, build_local_app
 from forkhorse.domain.limits import GIT, MIB
 from forkhorse.service import ServiceSettings
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 from waitress.server import create_server
 
 from tests.integration.api.support import Client, ShiftClock, Worktree

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from forkhorse.adapters.containers.images import ImageRegistry
-from forkhorse.api.local import LocalApp, build_local_app
 from forkhorse.service import ServiceSettings
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 from waitress.server import create_server
 
 from tests.integration.api.support import Client, ShiftClock, Worktree

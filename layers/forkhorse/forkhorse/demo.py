@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from forkhorse.api.local import LocalApp
 from forkhorse.service.identity import Caller
+from forkhorse.wiring.local import LocalApp
 
 log = logging.getLogger(__name__)
 

@@ -5,14 +5,13 @@ does it at every start, in the background)."""
 from __future__ import annotations
 
 import argparse
-import os
 from datetime import timedelta
 from pathlib import Path
 
-from forkhorse.adapters.git.disk import DiskGitHost
-from forkhorse.adapters.sqlite_store import DATABASE_NAME, SqliteStore
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.collector import DEFAULT_GRACE, collect
+from forkhorse.wiring.local import open_home
+from forkhorse.wiring.settings import LocalSettings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gc.add_argument(
         "--home",
         type=Path,
-        default=Path(os.environ.get("FORKHORSE_HOME", ".forkhorse-local")),
+        default=Path(LocalSettings.from_environ().home),
         help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
     )
     gc.add_argument(
@@ -39,15 +38,14 @@ def _gc(args: argparse.Namespace) -> int:
     if args.grace_seconds < 0:
         print("forkhorse gc: --grace-seconds must not be negative")
         return 2
-    if not (args.home / DATABASE_NAME).is_file():
+    state = open_home(args.home)
+    if state is None:
         print(f"forkhorse gc: no Forkhorse state under {args.home}")
         return 2
-    store = SqliteStore(args.home)
+    store, git = state
     try:
         grace = timedelta(seconds=args.grace_seconds)
-        collection = collect(
-            store, SystemClock().now(), grace, packs=DiskGitHost(args.home), dry_run=args.dry_run
-        )
+        collection = collect(store, SystemClock().now(), grace, packs=git, dry_run=args.dry_run)
     finally:
         store.close()
     verb = "would remove" if args.dry_run else "removed"

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import threading
 from pathlib import Path
 
-from forkhorse.api.local import LocalApp, build_local_app, ensure_owner_token
 from forkhorse.api.wsgi import access_logged
 from forkhorse.domain.limits import GIT
 from forkhorse.observability import log_to_files
 from forkhorse.service import ServiceSettings
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import (
+    LocalApp,
+    build_local_app,
+    build_local_runtime,
+    ensure_owner_token,
+)
+from forkhorse.wiring.settings import LocalSettings
 
-DEFAULT_HOME = ".forkhorse-local"
-DEFAULT_PORT = 8787
 DEFAULT_HOST = "127.0.0.1"
 THREADS = 8
 
@@ -36,22 +38,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _server_arguments(parser: argparse.ArgumentParser) -> None:
+    settings = LocalSettings.from_environ()
     parser.add_argument(
         "--home",
         type=Path,
-        default=Path(os.environ.get("FORKHORSE_HOME", DEFAULT_HOME)),
+        default=Path(settings.home),
         help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
     )
     parser.add_argument(
         "--port",
         type=int,
-        default=int(os.environ.get("FORKHORSE_PORT", DEFAULT_PORT)),
+        default=settings.port,
         help="TCP port (FORKHORSE_PORT; default 8787)",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (127.0.0.1)")
     parser.add_argument(
         "--public-url",
-        default=os.environ.get("FORKHORSE_PUBLIC_URL"),
+        default=settings.public_url,
         help="the URL browsers and git use (FORKHORSE_PUBLIC_URL; default http://HOST:PORT);"
         " the only origin the API accepts",
     )

@@ -207,16 +207,9 @@ def test_the_console_is_served_without_credentials_and_its_api_calls_are_not(
 
 
 def test_the_console_signs_owners_in_with_cognito_when_the_deployment_names_it() -> None:
-    assert console.config({}) == {"auth": "token"}
-    assert console.config({"COGNITO_DOMAIN": "https://x.auth.eu-west-1.amazoncognito.com/"}) == {
-        "auth": "token"
-    }
-    assert console.config(
-        {
-            "COGNITO_DOMAIN": "https://x.auth.eu-west-1.amazoncognito.com/",
-            "COGNITO_CLIENT_ID": "client123",
-        }
-    ) == {
+    assert console.config() == {"auth": "token"}
+    assert console.config("https://x.auth.eu-west-1.amazoncognito.com/") == {"auth": "token"}
+    assert console.config("https://x.auth.eu-west-1.amazoncognito.com/", "client123") == {
         "auth": "cognito",
         "cognito": {
             "domain": "https://x.auth.eu-west-1.amazoncognito.com",

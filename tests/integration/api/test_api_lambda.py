@@ -14,9 +14,9 @@ import pytest
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.api import guards
 from forkhorse.api.app import ForkhorseApi
-from forkhorse.api.aws import build_aws_service
 from forkhorse.domain.model import Principal
 from forkhorse.service.identity import token_hash
+from forkhorse.wiring.aws import build_aws_service
 from moto import mock_aws
 
 from tests.support.aws import create_table_from_template, load_function

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from forkhorse.adapters.containers.common import DEPLOYMENT_LABEL
 from forkhorse.adapters.containers.podman_cli import Podman
-from forkhorse.api.local import LocalApp
 from forkhorse.domain.model import Review
 from forkhorse.ports.git import DEFAULT_BRANCH, GitStore
 from forkhorse.ports.store import Store
@@ -20,6 +19,7 @@ from forkhorse.runner.steps import EXPORT_PREFIX
 from forkhorse.service import Service
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.identity import Caller
+from forkhorse.wiring.local import LocalApp
 
 from tests.integration.faults.path_worker import OWNER, RUN_SECONDS
 

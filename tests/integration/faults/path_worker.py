@@ -22,14 +22,13 @@ from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
 from forkhorse.adapters.sqlite_store import SqliteStore
-from forkhorse.api.local import LocalApp, build_local_app
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import ServiceSettings
 from forkhorse.service.identity import Caller
 from forkhorse.service.promotions import PromoteAnswer
 from forkhorse.wiring import local as wiring
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.runner.scenarios import checks_file, full, quick
 from tests.support.faults import CrashPoint, FaultPlan, Faulty

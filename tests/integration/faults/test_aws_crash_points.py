@@ -18,12 +18,12 @@ from typing import Any
 import boto3
 import pytest
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
-from forkhorse.api import aws as aws_wiring
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.runner.handlers import providers
 from forkhorse.runner.recovery import INTERRUPTED
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.identity import Caller
+from forkhorse.wiring import aws as aws_wiring
+from forkhorse.wiring.handlers import providers
 
 from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.faults.invariants import Deployment, check_invariants, complete

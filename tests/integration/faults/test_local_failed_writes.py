@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
-from forkhorse.api.local import LocalApp, build_local_app
 from forkhorse.service import ServiceSettings
 from forkhorse.service.errors import ServiceError
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.faults.invariants import check_local, complete, leftovers, local, settled
 from tests.integration.faults.path_worker import (

@@ -22,15 +22,15 @@ import boto3
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.dynamodb_store import DynamoDbStore
-from forkhorse.api import aws as aws_wiring
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.domain.model import Promotion
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.runner.handlers import providers
 from forkhorse.runner.steps import FULL_POLL_SECONDS
 from forkhorse.service import Service
 from forkhorse.service.identity import Caller
+from forkhorse.wiring import aws as aws_wiring
+from forkhorse.wiring.handlers import providers
 from forkhorse.wiring.local import LocalRuntime, build_local_runtime
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend

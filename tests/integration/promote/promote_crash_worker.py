@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from forkhorse.api.local import build_local_app
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import ServiceSettings
 from forkhorse.service.identity import Caller
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import build_local_app, build_local_runtime
 
 from tests.support.gitrepo import commit_files
 

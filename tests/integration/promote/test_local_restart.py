@@ -6,11 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from forkhorse.api.local import build_local_app
 from forkhorse.domain.model import Promotion
 from forkhorse.service import ServiceSettings
 from forkhorse.service.promotions import JOB_STOPPED
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import build_local_app, build_local_runtime
 
 from tests.support.store import COMMIT, seed_review
 

@@ -10,8 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from forkhorse.api.aws import PROMOTE_ACQUIRE_SECONDS
 from forkhorse.service.promotions import ALREADY_RUNNING, PROMOTE_FAILED
+from forkhorse.wiring.aws import PROMOTE_ACQUIRE_SECONDS
 
 from tests.integration.promote.conftest import (
     FAILING,

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
-from forkhorse.api.local import LocalApp, build_local_app
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import Service, ServiceSettings
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.promote.conftest import (

@@ -13,11 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from forkhorse.api.local import build_local_app
 from forkhorse.domain.receipts import parse_timestamp
 from forkhorse.service import ServiceSettings
 from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
-from forkhorse.wiring.local import build_local_runtime
+from forkhorse.wiring.local import build_local_app, build_local_runtime
 
 from tests.integration.promote.promote_crash_worker import OWNER
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from forkhorse.runner.handlers import providers
+from forkhorse.wiring.handlers import providers
 
 from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import SCENARIOS

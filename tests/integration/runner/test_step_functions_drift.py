@@ -17,8 +17,8 @@ import boto3
 import pytest
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.domain.run import RunRef
-from forkhorse.runner.handlers import providers
 from forkhorse.runner.steps import FULL_POLL_SECONDS
+from forkhorse.wiring.handlers import providers
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 

@@ -15,7 +15,7 @@ from dulwich.repo import Repo
 from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.receipts import CheckRecord
-from forkhorse.runner.handlers import providers
+from forkhorse.wiring.handlers import providers
 from moto import mock_aws
 from pydantic import ValidationError
 

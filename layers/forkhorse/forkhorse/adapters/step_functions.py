@@ -30,7 +30,7 @@ class StepFunctionsOrchestrator:
         client: SFNClient,
         state_machine_arn: str,
         sleep: Callable[[float], None] = time.sleep,
-        promote_machine_arn: str = "",
+        promote_machine_arn: str | None = None,
     ) -> None:
         self._client = client
         self._machine = state_machine_arn
@@ -42,16 +42,19 @@ class StepFunctionsOrchestrator:
 
     def promote_execution_arn(self, project_id: str, promotion_id: str) -> str:
         """Promotion ids are unique across projects: the name is the promotion's id."""
-        return _execution_arn(self._promote_machine, promotion_id)
+        return _execution_arn(self._promote_machine_arn(), promotion_id)
+
+    def _promote_machine_arn(self) -> str:
+        if self._promote_machine is None:
+            raise RuntimeError("PROMOTE_STATE_MACHINE_ARN is not configured")
+        return self._promote_machine
 
     def start_promote(self, project_id: str, promotion_id: str) -> str:
         """The PromoteRun execution named by the promotion, so it can start only once; the
         input names the promotion and nothing else (everything is read from the Store)."""
-        if not self._promote_machine:
-            raise RuntimeError("PROMOTE_STATE_MACHINE_ARN is not configured")
         try:
             started = self._client.start_execution(
-                stateMachineArn=self._promote_machine,
+                stateMachineArn=self._promote_machine_arn(),
                 name=promotion_id,
                 input=json.dumps({"projectId": project_id, "promotionId": promotion_id}),
             )

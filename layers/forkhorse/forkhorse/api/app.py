@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from typing import Any
 
@@ -86,8 +85,16 @@ def _validation_sentence(error: RequestValidationError) -> str:
 
 
 class ForkhorseApi:
-    def __init__(self, service: Service, *, trust_authorizer: bool = False) -> None:
+    def __init__(
+        self,
+        service: Service,
+        *,
+        trust_authorizer: bool = False,
+        sign_in: dict[str, Any] | None = None,
+    ) -> None:
+        """`sign_in` is what the console's config tells browsers (`console.config`)."""
         self.service = service
+        self._sign_in = console.config() if sign_in is None else sign_in
         self._trust_authorizer = trust_authorizer
         self._public_origin = guards.origin_of(service.context.settings.public_url)
         # The guard has already parsed the body strictly; the resolver parses it the same way.
@@ -123,15 +130,14 @@ class ForkhorseApi:
             return _plain(refused.status, refused.body())
         return pending if answer is None else _plain(answer.status, answer.body)
 
-    @staticmethod
-    def _console(event: dict[str, Any]) -> dict[str, Any] | None:
+    def _console(self, event: dict[str, Any]) -> dict[str, Any] | None:
         """The owner console's page, files and sign-in configuration: public, GET only.
         Every API call the page makes still passes the guards."""
         if guards.method_of(event) != "GET":
             return None
         path = str(event.get("rawPath", "/"))
         if path == console.CONFIG_PATH:
-            return _plain(200, console.config(os.environ))
+            return _plain(200, self._sign_in)
         found = console.asset(path)
         if found is None:
             return None

@@ -8,7 +8,6 @@ Cognito domain and app client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any, Final
@@ -58,10 +57,10 @@ def asset(path: str) -> tuple[bytes, str] | None:
     return resource.read_bytes(), MEDIA_TYPES[PurePosixPath(name).suffix]
 
 
-def config(environ: Mapping[str, str]) -> dict[str, Any]:
-    """How owners sign in here. Only public values: a Cognito app client has no secret."""
-    domain = environ.get("COGNITO_DOMAIN", "").rstrip("/")
-    client_id = environ.get("COGNITO_CLIENT_ID", "")
+def config(cognito_domain: str = "", client_id: str = "") -> dict[str, Any]:
+    """How owners sign in here: Cognito's hosted UI when the deployment names both, else the
+    owner token. Only public values: a Cognito app client has no secret."""
+    domain = cognito_domain.rstrip("/")
     if domain and client_id:
         return {
             "auth": "cognito",

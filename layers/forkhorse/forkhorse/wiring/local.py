@@ -1,14 +1,15 @@
-"""Local mode's adapters, wired once: SQLite, disk git, bubblewrap, podman, in-process events.
+"""Local mode's composition root: SQLite, disk git, bubblewrap, podman and in-process
+events (`LocalRuntime`), and the service, API, git and promotes over them (`LocalApp`).
 
-All state lives under one home directory. `forkhorse serve` and the tests build the same
-`LocalRuntime`, so what the tests exercise is what a user runs.
+All state lives under one home directory. `forkhorse serve`, the demo and the tests build the
+same `LocalApp`, so what the tests exercise is what a user runs.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,13 +18,18 @@ from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
+from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
-from forkhorse.adapters.sqlite_store import SqliteStore
-from forkhorse.domain.limits import QUEUE, QueueLimits
+from forkhorse.adapters.sqlite_store import DATABASE_NAME, SqliteStore
+from forkhorse.api.app import ForkhorseApi
+from forkhorse.api.wsgi import LocalHttp
+from forkhorse.domain.limits import QueueLimits
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
+from forkhorse.ports.events import PUSH_EVENT
 from forkhorse.ports.sandbox import QuickSandbox
+from forkhorse.runner.promote_local import AfterStep, LocalPromotes
 from forkhorse.runner.steps import (
     LOCAL_POLL_SECONDS,
     QuickDeps,
@@ -31,21 +37,26 @@ from forkhorse.runner.steps import (
     exported_checkout,
 )
 from forkhorse.runner.supervisor import COLLECT_EVERY, LocalSupervisor
+from forkhorse.service import Service, ServiceSettings
+from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
+from forkhorse.wiring.settings import LocalSettings
 
 CHECKOUTS_DIR = "checkouts"
 HISTORY_DIR = "history"
-QUEUE_ENV_PREFIX = "FORKHORSE_QUEUE_"
+OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
+RECOVERY_WAIT_ON_CLOSE_SECONDS = 10.0
 
 
-def queue_limits(environ: Mapping[str, str]) -> QueueLimits:
-    """The run queue's limits, each overridable for `forkhorse serve` by an environment
-    variable named after it, e.g. FORKHORSE_QUEUE_RUNNING_PER_PROJECT=4."""
-    overrides = {
-        limit.name: int(environ[variable])
-        for limit in fields(QueueLimits)
-        if (variable := QUEUE_ENV_PREFIX + limit.name.upper()) in environ
-    }
-    return replace(QUEUE, **overrides)
+def queue_limits(environ: Mapping[str, str] | None = None) -> QueueLimits:
+    """The run queue's limits with the environment's overrides (`LocalSettings.queue`)."""
+    return LocalSettings.from_environ(environ).queue
+
+
+def open_home(home: Path) -> tuple[SqliteStore, DiskGitHost] | None:
+    """An existing home's Store and git, for `forkhorse gc`; None if it holds no state."""
+    if not (home / DATABASE_NAME).is_file():
+        return None
+    return SqliteStore(home), DiskGitHost(home)
 
 
 @dataclass
@@ -101,7 +112,7 @@ def build_local_runtime(
         deps,
         quick_deps,
         home / HISTORY_DIR,
-        limits=queue or queue_limits(os.environ),
+        limits=queue or queue_limits(),
         checkouts=checkouts,
         packs=git,
         collect_every=collect_every,
@@ -111,3 +122,54 @@ def build_local_runtime(
     return LocalRuntime(
         home, store, git, InProcessEventBus(), registry, deps, quick_deps, supervisor, journal
     )
+
+
+@dataclass
+class LocalApp:
+    runtime: LocalRuntime
+    service: Service
+    api: ForkhorseApi
+    http: LocalHttp
+    promotes: LocalPromotes
+
+    def close(self) -> None:
+        self.service.shutdown()
+        # recovery reads the store: let it finish (it is short) before the store closes
+        self.promotes.recovered(RECOVERY_WAIT_ON_CLOSE_SECONDS)
+        self.runtime.close()
+
+
+def build_local_app(
+    runtime: LocalRuntime, settings: ServiceSettings, after_step: AfterStep | None = None
+) -> LocalApp:
+    """`after_step` is called after each promote step's journal write (tests crash there)."""
+    service = Service(runtime.store, runtime.git, runtime.supervisor, runtime.deps.clock, settings)
+    promotes = LocalPromotes(
+        service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
+    )
+    runtime.supervisor.attach_promotes(promotes)
+    promotes.resume_in_background()  # the server listens at once
+    runtime.events.subscribe(PUSH_EVENT, lambda detail: _follow(service, detail))
+    api = ForkhorseApi(service)
+    git = GitHttpApp(
+        runtime.git, git_token_resolver(service), git_repo_lookup(service), runtime.events
+    )
+    return LocalApp(runtime, service, api, LocalHttp(api, git), promotes)
+
+
+def _follow(service: Service, detail: Mapping[str, object]) -> None:
+    service.reviews.on_push(detail)
+
+
+def ensure_owner_token(service: Service, home: Path) -> str:
+    """The owner's token, in `home/owner-token` (mode 0600); created on first start."""
+    path = home / OWNER_TOKEN_FILE
+    if path.is_file():
+        token = path.read_text(encoding="utf-8").strip()
+        if service.authenticate(token) is not None:
+            return token
+    _, token = service.projects.create_principal("owner", "owner")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    return token

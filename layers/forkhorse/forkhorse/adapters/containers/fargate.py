@@ -16,7 +16,6 @@ reported as stdout), bounded like every other log.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -94,7 +93,7 @@ class FargateSettings:
     stop_confirm_seconds: float = 60.0
 
     @classmethod
-    def from_environment(cls, env: Mapping[str, str] = os.environ) -> FargateSettings:
+    def from_environment(cls, env: Mapping[str, str]) -> FargateSettings:
         """The template's function environment; `FORKHORSE_IMAGES` is JSON:
         `{"default": {"reference": "...@sha256:...", "taskDefinition": "arn:..."}}`."""
         images = {

@@ -1,19 +1,18 @@
 """Lambda handlers for the ReceiptRun and PromoteRun steps: event in, one step, JSON out.
 
-Handlers get their ports from a provider, so tests (and the Step Functions drift guard)
-dispatch the very same handlers onto local adapters.
+Handlers get their ports from `providers`, AWS's composition root by default, so tests (and
+the Step Functions drift guard) dispatch the very same handlers onto local adapters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from forkhorse.observability import lambda_handler, promote_keys, run_keys
 from forkhorse.runner import steps
-
-if TYPE_CHECKING:
-    from forkhorse.runner.promote_steps import PromoteDeps
+from forkhorse.runner.promote_steps import PromoteDeps
+from forkhorse.wiring import aws
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -22,27 +21,9 @@ class _Providers:
     """Where handlers find their ports: AWS by default, replaceable in tests."""
 
     def __init__(self) -> None:
-        self.runner: Callable[[], steps.RunnerDeps] = _aws_runner
-        self.quick: Callable[[], steps.QuickDeps] = _aws_quick
-        self.promote: Callable[[], PromoteDeps] = _aws_promote
-
-
-def _aws_runner() -> steps.RunnerDeps:
-    from forkhorse.wiring.aws import runner_deps
-
-    return runner_deps()
-
-
-def _aws_quick() -> steps.QuickDeps:
-    from forkhorse.wiring.aws import quick_deps
-
-    return quick_deps()
-
-
-def _aws_promote() -> PromoteDeps:
-    from forkhorse.api.aws import promote_deps
-
-    return promote_deps()
+        self.runner: Callable[[], steps.RunnerDeps] = aws.runner_deps
+        self.quick: Callable[[], steps.QuickDeps] = aws.quick_deps
+        self.promote: Callable[[], PromoteDeps] = aws.promote_deps
 
 
 providers = _Providers()

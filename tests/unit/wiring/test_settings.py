@@ -1,0 +1,106 @@
+"""The composition roots' settings: the template's variables, and a clear stop without them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from forkhorse.wiring import settings
+from forkhorse.wiring.aws import recovery_machines
+from forkhorse.wiring.settings import (
+    LocalSettings,
+    ServiceEnvironment,
+    SettingsError,
+    _Environment,
+)
+
+from tests.support.aws import load_template
+
+# Read by Powertools itself, not by Forkhorse.
+POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME"}
+
+
+def _aliases(models: list[type[_Environment]]) -> set[str]:
+    return {str(field.alias) for model in models for field in model.model_fields.values()}
+
+
+def _aws_models() -> list[type[_Environment]]:
+    models = [
+        value
+        for value in vars(settings).values()
+        if isinstance(value, type) and issubclass(value, _Environment)
+    ]
+    return [model for model in models if model not in (_Environment, LocalSettings)]
+
+
+def _template_variables() -> dict[str, set[str]]:
+    """Each function's environment: the Globals' variables and its own."""
+    template = load_template()
+    shared = set(template["Globals"]["Function"]["Environment"]["Variables"])
+    functions: dict[str, Any] = {
+        name: resource
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+    return {
+        name: shared | set(resource["Properties"].get("Environment", {}).get("Variables", {}))
+        for name, resource in functions.items()
+    }
+
+
+def test_every_variable_the_template_sets_is_a_setting() -> None:
+    read = _aliases(_aws_models())
+    functions = _template_variables()
+    assert len(functions) > 10
+    for name, variables in functions.items():
+        assert variables - POWERTOOLS_VARIABLES <= read, name
+
+
+def test_every_aws_setting_is_set_by_the_template() -> None:
+    set_somewhere = set().union(*_template_variables().values())
+    assert _aliases(_aws_models()) <= set_somewhere
+
+
+def test_a_missing_variable_is_named() -> None:
+    with pytest.raises(SettingsError, match=r"missing environment variable PUBLIC_URL$") as error:
+        ServiceEnvironment.from_environ({"STATE_MACHINE_ARN": "arn:aws:states:::receipt"})
+    assert "ServiceEnvironment" in str(error.value)
+
+
+def test_a_blank_variable_is_missing() -> None:
+    with pytest.raises(SettingsError, match="PUBLIC_URL, STATE_MACHINE_ARN"):
+        ServiceEnvironment.from_environ({"PUBLIC_URL": "", "STATE_MACHINE_ARN": ""})
+
+
+def test_a_malformed_variable_is_named() -> None:
+    with pytest.raises(SettingsError, match="invalid environment variable FORKHORSE_PORT"):
+        LocalSettings.from_environ({"FORKHORSE_PORT": "eighty"})
+
+
+def test_settings_are_read_from_the_environment() -> None:
+    environment = ServiceEnvironment.from_environ(
+        {
+            "PUBLIC_URL": "https://x.example",
+            "STATE_MACHINE_ARN": "arn:r",
+            "PROMOTE_WAIT_SECONDS": "3",
+        }
+    )
+    assert environment.promote_wait_seconds == 3.0
+    assert environment.promote_state_machine_arn is None
+
+
+def test_the_sweeper_needs_the_promote_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PUBLIC_URL", "https://x.example")
+    monkeypatch.setenv("STATE_MACHINE_ARN", "arn:r")
+    monkeypatch.delenv("PROMOTE_STATE_MACHINE_ARN", raising=False)
+    with pytest.raises(SettingsError, match="PROMOTE_STATE_MACHINE_ARN"):
+        recovery_machines()
+    monkeypatch.setenv("PROMOTE_STATE_MACHINE_ARN", "arn:p")
+    assert recovery_machines() == ("arn:r", "arn:p")
+
+
+def test_a_queue_limit_is_overridden_and_a_bad_one_named() -> None:
+    local = LocalSettings.from_environ({"FORKHORSE_QUEUE_RUNNING_PER_PROJECT": "4"})
+    assert local.queue.running_per_project == 4
+    with pytest.raises(SettingsError, match="invalid environment variable FORKHORSE_QUEUE_"):
+        LocalSettings.from_environ({"FORKHORSE_QUEUE_RUNNING_PER_PROJECT": "many"})
