@@ -31,7 +31,6 @@ from forkhorse.ports.git import SnapshotReader
 from forkhorse.runner import steps
 from forkhorse.runner.steps import EXPORT_PREFIX, exported_checkout
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.git.conftest import commit_all, git, new_repo
 from tests.integration.runner.conftest import World, world  # noqa: F401
 from tests.integration.runner.scenarios import checks_file, full, quick

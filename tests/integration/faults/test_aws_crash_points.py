@@ -25,7 +25,6 @@ from forkhorse.runner.recovery import INTERRUPTED
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.identity import Caller
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.faults.invariants import Deployment, check_invariants, complete
 from tests.integration.promote.conftest import (  # noqa: F401
     OWNER,

@@ -38,7 +38,6 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
     StateTaskServiceSfn,
 )
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.runner.test_step_functions_drift import (
     ACCOUNT,
     FUNCTIONS,
@@ -319,7 +318,7 @@ def all_handlers() -> dict[str, Any]:
 @pytest.fixture
 def aws_world(
     tmp_path: Path,
-    busybox_ref: str,  # noqa: F811
+    busybox_ref: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[AwsWorld]:
     registry = ImageRegistry(tmp_path / "images")

@@ -19,7 +19,6 @@ from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.wiring.local import build_local_runtime
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.promote.conftest import (
     FAILING,
     OWNER,
@@ -53,7 +52,7 @@ class LocalWorld(AwsWorld):
 
 
 @pytest.fixture
-def local_world(tmp_path: Path, busybox_ref: str) -> Iterator[LocalWorld]:  # noqa: F811
+def local_world(tmp_path: Path, busybox_ref: str) -> Iterator[LocalWorld]:
     registry = ImageRegistry(tmp_path / "images")
     registry.record("busybox", busybox_ref)
     clock = ShiftClock()

@@ -19,7 +19,6 @@ from forkhorse.ports.containers import ContainerHandle, ContainerSpec
 from forkhorse.records import get_record
 from forkhorse.wiring.local import LocalRuntime, build_local_runtime
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.support.gitrepo import commit_files
 
 PROJECT = "proj"
@@ -128,7 +127,7 @@ def seed_project(runtime: LocalRuntime) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path, busybox_ref: str) -> Iterator[World]:  # noqa: F811
+def world(tmp_path: Path, busybox_ref: str) -> Iterator[World]:
     registry = ImageRegistry(tmp_path / "images")
     registry.record("busybox", busybox_ref)
     home = tmp_path / "home"
