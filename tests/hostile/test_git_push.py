@@ -239,7 +239,7 @@ def served_s3(s3_host: S3GitHost, serve_app: Callable[[Any], str]) -> Served:  #
     s3_host.store(PROJECT).create_canonical()
     events = InProcessEventBus()
     app = GitHttpApp(s3_host, directory.resolve, directory.lookup, events)
-    return Served(serve_app(app), s3_host, events, directory)  # type: ignore[arg-type]
+    return Served(serve_app(app), s3_host, events, directory)
 
 
 @pytest.fixture(params=["disk", "s3"])
@@ -749,7 +749,7 @@ def test_the_connectivity_walk_reads_at_most_its_budget(disk_lanes: Lanes) -> No
         reads.append(sha)
         return original(sha)
 
-    objects.get_raw = counted  # type: ignore[method-assign]
+    objects.get_raw = counted
     unlimited = Readable(objects, [head.encode()], budget=10_000)
     assert unlimited.find({b"e" * 40}) == set()
     full_walk = len(reads)

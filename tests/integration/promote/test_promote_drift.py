@@ -57,7 +57,7 @@ def local_world(tmp_path: Path, busybox_ref: str) -> Iterator[LocalWorld]:
     registry.record("busybox", busybox_ref)
     clock = ShiftClock()
     runtime = build_local_runtime(tmp_path / "local", images=registry, clock=clock)
-    world = LocalWorld(runtime, runtime.store, clock, project_id="")  # type: ignore[arg-type]
+    world = LocalWorld(runtime, runtime.store, clock, project_id="")
     world.hooks = {}
 
     def after_step(name: str) -> None:
