@@ -7,6 +7,9 @@ pytest_plugins = [
     "tests.support.containers",
     "tests.support.live",
     "tests.support.console",
+    "tests.support.runner",
+    "tests.support.gitserve",
+    "tests.support.lambda_api",
 ]
 
 # A test that uses the fixture (even through another fixture) needs what the marker names.

@@ -14,8 +14,6 @@ import time
 
 import pytest
 
-from tests.integration.runner.conftest import World
-from tests.integration.runner.conftest import world as world
 from tests.integration.runner.scenarios import (
     BRAND,
     PASSING_QUICK,
@@ -23,6 +21,7 @@ from tests.integration.runner.scenarios import (
     full,
     quick,
 )
+from tests.support.runner import World
 
 ROUNDS = 7
 PODMAN_FLAGS = (

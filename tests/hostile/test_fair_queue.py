@@ -32,10 +32,10 @@ from moto import mock_aws
 
 from tests.integration.api.support import checks_files
 from tests.integration.containers.helpers import containers_of
-from tests.integration.runner.conftest import CountingContainers, World, seed_project
 from tests.integration.runner.scenarios import checks_file, full
 from tests.integration.runner.test_faults import _start_crash_worker
 from tests.support.live import Server, new_lane, new_project
+from tests.support.runner import CountingContainers, World, seed_project
 
 GATE_SECONDS = 60.0  # a fake step never blocks longer, even if a test fails first
 POLL_SECONDS = 0.02

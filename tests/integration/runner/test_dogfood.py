@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dulwich.repo import Repo
 
-from tests.integration.runner.conftest import PROJECT, World
+from tests.support.runner import PROJECT, World
 
 ROOT = Path(__file__).resolve().parents[3]
 

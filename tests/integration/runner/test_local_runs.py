@@ -14,7 +14,6 @@ from forkhorse.runner.steps import UNATTACHED_MESSAGE
 from forkhorse.service.approvals import gather_evidence
 from forkhorse.service.context import Context, ServiceSettings
 
-from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import (
     BRAND,
     FAILING_QUICK,
@@ -25,6 +24,7 @@ from tests.integration.runner.scenarios import (
     full,
     quick,
 )
+from tests.support.runner import World
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)

@@ -22,9 +22,9 @@ from forkhorse.runner.steps import FULL_POLL_SECONDS
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
-from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import SCENARIOS, Scenario
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.runner import World
 
 ROOT = Path(__file__).resolve().parents[3]
 ACCOUNT = "123456789012"
