@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.support.runner",
     "tests.support.gitserve",
     "tests.support.lambda_api",
+    "tests.support.promote",
 ]
 
 # A test that uses the fixture (even through another fixture) needs what the marker names.

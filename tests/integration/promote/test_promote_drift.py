@@ -19,7 +19,8 @@ from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.wiring.local import build_local_runtime
 
-from tests.integration.promote.conftest import (
+from tests.support.gitrepo import commit_files
+from tests.support.promote import (
     FAILING,
     OWNER,
     PASSING,
@@ -30,7 +31,6 @@ from tests.integration.promote.conftest import (
     ShiftClock,
     _capability,
 )
-from tests.support.gitrepo import commit_files
 
 # The local supervisor's step names -> the AWS step function that runs the same step.
 STEPS = {"StartRun": "promote_start_run", "Write": "promote_write"}
