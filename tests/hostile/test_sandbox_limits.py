@@ -20,8 +20,8 @@ from forkhorse.domain.limits import CONTAINER, MIB, QUICK_SANDBOX, format_bytes
 from forkhorse.domain.receipts import CheckRecord
 
 from tests.integration.containers.helpers import RunCheck
-from tests.integration.sandbox.conftest import BRAND, JS_MODULE, MODULE, make_committer
 from tests.support.resources import meminfo_bytes, peak_of, shmem_bytes, used_disk_bytes
+from tests.support.sandbox import BRAND, JS_MODULE, MODULE, make_committer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.podman]
 
