@@ -15,11 +15,12 @@ SOAK_KILL_EVERY ?= 180
 SOAK_REPORT ?= soak-report.json
 SYSTEM_PACKAGES := podman runc bubblewrap nodejs debootstrap busybox-static uidmap chromium git
 
-.PHONY: help setup system-deps run test test-hostile check lint bench clean soak test-soak
+.PHONY: help setup system-deps run test test-unit test-integration test-e2e test-hostile check lint bench clean soak test-soak
 
 help:
 	@echo "make run    - set up and start Forkhorse on 127.0.0.1:$(FORKHORSE_PORT) with a demo project"
-	@echo "make test   - set up and run the whole test suite"
+	@echo "make test   - set up and run the whole test suite (unit, integration and e2e)"
+	@echo "make test-unit | test-integration | test-e2e - one layer of it"
 	@echo "make test-hostile - the hostile-agent suite alone (make test runs it too)"
 	@echo "make check  - lint, type-check, sam validate --lint, cfn-lint and sam build (never deploys)"
 	@echo "make bench  - benchmarks (ratios against bare baselines measured in the same run)"
@@ -47,8 +48,24 @@ setup: system-deps $(VENV)/.installed
 run: setup
 	FORKHORSE_HOME=$(FORKHORSE_HOME) FORKHORSE_PORT=$(FORKHORSE_PORT) scripts/run.sh
 
+# The three layers partition the suite (bench and soak run by their own targets); make test
+# runs them in one pytest session.
+UNIT_TESTS := tests/unit
+INTEGRATION_TESTS := tests/integration tests/hostile
+E2E_TESTS := tests/e2e
+TEST_MARKERS := not bench and not soak
+
 test: setup
-	$(PY) -m pytest -m "not bench and not soak"
+	$(PY) -m pytest $(UNIT_TESTS) $(INTEGRATION_TESTS) $(E2E_TESTS) -m "$(TEST_MARKERS)"
+
+test-unit: setup
+	$(PY) -m pytest $(UNIT_TESTS) -m "$(TEST_MARKERS)"
+
+test-integration: setup
+	$(PY) -m pytest $(INTEGRATION_TESTS) -m "$(TEST_MARKERS)"
+
+test-e2e: setup
+	$(PY) -m pytest $(E2E_TESTS) -m "$(TEST_MARKERS)"
 
 test-hostile: setup
 	$(PY) -m pytest tests/hostile -m "not bench"

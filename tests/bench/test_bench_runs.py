@@ -14,9 +14,6 @@ import time
 
 import pytest
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
-from tests.integration.runner.conftest import World
-from tests.integration.runner.conftest import world as world
 from tests.integration.runner.scenarios import (
     BRAND,
     PASSING_QUICK,
@@ -24,6 +21,7 @@ from tests.integration.runner.scenarios import (
     full,
     quick,
 )
+from tests.support.runner import World
 
 ROUNDS = 7
 PODMAN_FLAGS = (
@@ -58,7 +56,7 @@ def _median(measure: object, rounds: int = ROUNDS) -> float:
 
 
 @pytest.mark.bench
-def test_bench_receipt_runs(world: World, busybox_ref: str) -> None:  # noqa: F811
+def test_bench_receipt_runs(world: World, busybox_ref: str) -> None:
     quick_only = {
         "brand.json": BRAND,
         ".forkhorse/quick/brand.py": PASSING_QUICK,

@@ -9,19 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.containers.conftest import (  # noqa: F401
-    busybox_ref,
-    default_ref,
-    podman,
-)
 from tests.support.serve import ServeProcess, free_port
 
 
 @pytest.fixture
 def serve(
     tmp_path: Path,
-    busybox_ref: str,  # noqa: F811
-    default_ref: str,  # noqa: F811
+    busybox_ref: str,
+    default_ref: str,
 ) -> Iterator[Callable[..., ServeProcess]]:
     home = tmp_path / "home"
     home.mkdir()

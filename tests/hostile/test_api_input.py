@@ -29,8 +29,8 @@ from forkhorse.adapters.dynamodb_store import DynamoDbStore
 from forkhorse.domain.limits import API_INPUT, MIB, REVIEW_RECEIPTS
 
 from tests.integration.api.support import Client, Worktree
-from tests.integration.api.test_api_lambda import _event, aws  # noqa: F401
 from tests.support.aws import load_function
+from tests.support.lambda_api import sample_event
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.resources import peak_of, rss_bytes
 from tests.support.serve import free_port
@@ -295,14 +295,14 @@ def test_the_home_and_database_are_private(live: Live) -> None:
 
 
 def test_on_aws_the_api_function_refuses_the_same_bodies(
-    aws: DynamoDbStore,  # noqa: F811
+    aws: DynamoDbStore,
 ) -> None:
     api = load_function("api")
-    deep = _event("api_create_project.json")
+    deep = sample_event("api_create_project.json")
     deep["body"] = "[" * 100_000 + "]" * 100_000
-    huge = _event("api_create_project.json")
+    huge = sample_event("api_create_project.json")
     huge["body"] = '{"name": ' + "9" * 5_000 + "}"
-    rebound = _event("api_create_project.json")
+    rebound = sample_event("api_create_project.json")
     rebound["headers"].update(host="evil.example", origin="http://evil.example")
     rebound["requestContext"]["domainName"] = "evil.example"
     for event, status, error in (

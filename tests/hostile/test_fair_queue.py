@@ -30,14 +30,12 @@ from forkhorse.runner.scheduler import FairScheduler, Job, LaneName, QueueFull, 
 from forkhorse.wiring.local import build_local_runtime, queue_limits
 from moto import mock_aws
 
-from tests.integration.api.conftest import Server, new_lane, new_project
-from tests.integration.api.conftest import server as server
 from tests.integration.api.support import checks_files
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.containers.helpers import containers_of
-from tests.integration.runner.conftest import CountingContainers, World, seed_project
 from tests.integration.runner.scenarios import checks_file, full
 from tests.integration.runner.test_faults import _start_crash_worker
+from tests.support.live import Server, new_lane, new_project
+from tests.support.runner import CountingContainers, World, seed_project
 
 GATE_SECONDS = 60.0  # a fake step never blocks longer, even if a test fails first
 POLL_SECONDS = 0.02
@@ -259,7 +257,7 @@ SHORT: dict[str, str | bytes] = {".forkhorse/checks": checks_file(full("short", 
 
 
 @pytest.fixture
-def small_queue(tmp_path: Path, busybox_ref: str) -> Iterator[World]:  # noqa: F811
+def small_queue(tmp_path: Path, busybox_ref: str) -> Iterator[World]:
     """The real runtime with an agent queue of two, so the bound is reached quickly."""
     registry = ImageRegistry(tmp_path / "images")
     registry.record("busybox", busybox_ref)
@@ -352,7 +350,7 @@ def test_recovery_removes_stale_exports_but_not_a_live_runs(small_queue: World) 
     assert not live.exists()
 
 
-def test_a_killed_runs_export_is_removed_at_start(tmp_path: Path, busybox_ref: str) -> None:  # noqa: F811
+def test_a_killed_runs_export_is_removed_at_start(tmp_path: Path, busybox_ref: str) -> None:
     images = tmp_path / "images"
     ImageRegistry(images).record("busybox", busybox_ref)
     home = tmp_path / "home"

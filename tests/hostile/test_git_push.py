@@ -34,18 +34,7 @@ from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.domain.limits import GIT, MIB
 
-from tests.integration.git.conftest import (  # noqa: F401 - fixtures used by name
-    PROJECT,
-    Directory,
-    Served,
-    aws_env,
-    commit_all,
-    git,
-    new_repo,
-    s3_host,
-    serve_app,
-    served,
-)
+from tests.support.gitserve import PROJECT, Directory, Served, commit_all, git, new_repo
 from tests.support.resources import peak_of, rss_bytes
 
 CEILING = 256 * MIB  # the ceiling for the pack bomb, over the idle baseline
@@ -234,12 +223,12 @@ def _directory() -> Directory:
 
 
 @pytest.fixture
-def served_s3(s3_host: S3GitHost, serve_app: Callable[[Any], str]) -> Served:  # noqa: F811
+def served_s3(s3_host: S3GitHost, serve_app: Callable[[Any], str]) -> Served:
     directory = _directory()
     s3_host.store(PROJECT).create_canonical()
     events = InProcessEventBus()
     app = GitHttpApp(s3_host, directory.resolve, directory.lookup, events)
-    return Served(serve_app(app), s3_host, events, directory)  # type: ignore[arg-type]
+    return Served(serve_app(app), s3_host, events, directory)
 
 
 @pytest.fixture(params=["disk", "s3"])
@@ -287,7 +276,7 @@ def lanes(any_store: Served, tmp_path: Path) -> Lanes:
 
 
 @pytest.fixture
-def disk_lanes(served: Served, tmp_path: Path) -> Lanes:  # noqa: F811
+def disk_lanes(served: Served, tmp_path: Path) -> Lanes:
     return Lanes(served, tmp_path)
 
 
@@ -749,7 +738,7 @@ def test_the_connectivity_walk_reads_at_most_its_budget(disk_lanes: Lanes) -> No
         reads.append(sha)
         return original(sha)
 
-    objects.get_raw = counted  # type: ignore[method-assign]
+    objects.get_raw = counted
     unlimited = Readable(objects, [head.encode()], budget=10_000)
     assert unlimited.find({b"e" * 40}) == set()
     full_walk = len(reads)

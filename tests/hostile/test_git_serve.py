@@ -26,16 +26,8 @@ from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtim
 from waitress.server import create_server
 
 from tests.integration.api.support import Client, ShiftClock, Worktree
-from tests.integration.git.conftest import (  # noqa: F401 - fixtures used by name
-    PROJECT,
-    Served,
-    commit_all,
-    git,
-    new_repo,
-    serve_app,
-    served,
-)
 from tests.support.gitrepo import commit_files
+from tests.support.gitserve import Served, commit_all, git, new_repo
 from tests.support.resources import peak_of, rss_bytes
 
 CEILING = 256 * MIB
@@ -48,7 +40,7 @@ def pkt(line: str | bytes) -> bytes:
 
 
 def post(
-    served: Served,  # noqa: F811
+    served: Served,
     token: str,
     fork: str | None,
     service: str,
@@ -87,7 +79,7 @@ def zeros(total: int, step: int = MIB) -> Iterator[bytes]:
 
 
 @pytest.fixture
-def two_agents(served: Served, tmp_path: Path) -> tuple[Served, str, str]:  # noqa: F811
+def two_agents(served: Served, tmp_path: Path) -> tuple[Served, str, str]:
     """Canonical imported; agent A pushed unpublished work to fa; fb is B's fork."""
     source = new_repo(tmp_path / "owner")
     (source / "README.md").write_text("hello\n")
@@ -108,7 +100,7 @@ def two_agents(served: Served, tmp_path: Path) -> tuple[Served, str, str]:  # no
 def test_an_agent_cannot_fetch_another_agents_head_by_sha(
     two_agents: tuple[Served, str, str], tmp_path: Path
 ) -> None:
-    served, secret, b_head = two_agents  # noqa: F811
+    served, secret, b_head = two_agents
     clone = tmp_path / "agent-b"
     git("clone", "-q", served.remote("agent-b-token", "fb"), str(clone), cwd=tmp_path)
     with peak_of(rss_bytes) as memory:
@@ -151,7 +143,7 @@ def _has_object(repo: Path, sha: str) -> bool:
 def test_malformed_git_requests_get_a_4xx_and_change_nothing(
     two_agents: tuple[Served, str, str],
 ) -> None:
-    served, _, b_head = two_agents  # noqa: F811
+    served, _, b_head = two_agents
     want = pkt(f"want {b_head} multi_ack_detailed side-band-64k ofs-delta\n") + b"0000"
     cases: list[tuple[str, str, bytes, dict[str, str], int]] = [
         ("bad pkt-line", "git-upload-pack", b"zzzzwant", {}, 400),
@@ -195,7 +187,7 @@ def test_malformed_git_requests_get_a_4xx_and_change_nothing(
 _GZIP = {"Content-Encoding": "gzip"}
 
 
-def _get(served: Served, path: str) -> str:  # noqa: F811
+def _get(served: Served, path: str) -> str:
     url = urlsplit(served.remote("agent-b-token", "fb"))
     connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=30)
     try:
@@ -210,9 +202,9 @@ def _get(served: Served, path: str) -> str:  # noqa: F811
 
 def test_a_body_over_the_limit_is_413_and_never_held_in_memory(
     two_agents: tuple[Served, str, str],
-    serve_app: Callable[[Any], str],  # noqa: F811
+    serve_app: Callable[[Any], str],
 ) -> None:
-    served, _, b_head = two_agents  # noqa: F811
+    served, _, b_head = two_agents
     over = GIT.request_bytes + MIB  # 51 MiB
     # A gzip body of one have line repeated: valid git all the way, small on the wire. It is
     # sent to an app with a 2 MiB limit, so the test walks 8 MiB, not 51 MiB, of haves.
@@ -247,8 +239,8 @@ def test_a_body_over_the_limit_is_413_and_never_held_in_memory(
 
 # --- 3. the clone side is bounded -------------------------------------------------------
 def test_a_clone_of_a_large_object_stays_bounded_and_the_budget_ends_it(
-    served: Served,  # noqa: F811
-    serve_app: Callable[[Any], str],  # noqa: F811
+    served: Served,
+    serve_app: Callable[[Any], str],
     tmp_path: Path,
 ) -> None:
     store = served.store

@@ -19,19 +19,11 @@ from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.limits import CONTAINER, MIB, QUICK_SANDBOX, format_bytes
 from forkhorse.domain.receipts import CheckRecord
 
-from tests.integration.containers import conftest as container_fixtures
 from tests.integration.containers.helpers import RunCheck
-from tests.integration.sandbox.conftest import BRAND, JS_MODULE, MODULE, make_committer
 from tests.support.resources import meminfo_bytes, peak_of, shmem_bytes, used_disk_bytes
+from tests.support.sandbox import BRAND, JS_MODULE, MODULE, make_committer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.podman]
-
-# The real podman fixtures (a port per test, the busybox image, a checkout, run_check).
-podman = container_fixtures.podman
-busybox_ref = container_fixtures.busybox_ref
-port = container_fixtures.port
-checkout = container_fixtures.checkout
-run_check = container_fixtures.run_check
 
 QUICK_SPACE_MESSAGE = (
     f"The check ran out of writable space ({format_bytes(QUICK_SANDBOX.tmpfs_bytes)} in /tmp; "

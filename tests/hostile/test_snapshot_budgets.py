@@ -31,11 +31,10 @@ from forkhorse.ports.git import SnapshotReader
 from forkhorse.runner import steps
 from forkhorse.runner.steps import EXPORT_PREFIX, exported_checkout
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
-from tests.integration.git.conftest import commit_all, git, new_repo
-from tests.integration.runner.conftest import World, world  # noqa: F401
 from tests.integration.runner.scenarios import checks_file, full, quick
+from tests.support.gitserve import commit_all, git, new_repo
 from tests.support.resources import MIB, peak_of, rss_bytes, tree_bytes
+from tests.support.runner import World
 
 PROJECT = "proj"
 WIDTH = 300
@@ -330,7 +329,7 @@ def _a_delta_version(
 
 @pytest.mark.podman
 @pytest.mark.sandbox
-def test_a_quick_check_listing_a_bomb_fails_on_its_budget(world: World) -> None:  # noqa: F811
+def test_a_quick_check_listing_a_bomb_fails_on_its_budget(world: World) -> None:
     store = world.runtime.git.store(PROJECT)
     checks = checks_file(quick("lister", "lister"))
     tree_commit = plant_bomb(store, levels=3, checks=checks)
@@ -350,7 +349,7 @@ def test_a_quick_check_listing_a_bomb_fails_on_its_budget(world: World) -> None:
 
 @pytest.mark.podman
 def test_a_full_check_over_a_bomb_ends_at_the_export_limit_before_any_container(
-    world: World,  # noqa: F811
+    world: World,
 ) -> None:
     store = world.runtime.git.store(PROJECT)
     bombed = full("bombed", "true", timeout=600)  # the path limit, not the clock, ends it
@@ -373,7 +372,7 @@ def test_a_full_check_over_a_bomb_ends_at_the_export_limit_before_any_container(
 
 @pytest.mark.podman
 def test_a_full_check_whose_export_outlasts_its_timeout_is_timed_out(
-    world: World,  # noqa: F811
+    world: World,
 ) -> None:
     store = world.runtime.git.store(PROJECT)
     commit = plant_bomb(store, levels=3, checks=checks_file(full("slow-export", "true")))

@@ -10,11 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.containers.conftest import (  # noqa: F401
-    IMAGE_HOME,
-    default_ref,
-    podman,
-)
+from tests.support.containers import IMAGE_HOME
 
 pytestmark = [pytest.mark.soak, pytest.mark.podman, pytest.mark.sandbox]
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(900)
 def test_a_short_soak_with_one_kill_passes_and_reports(
     tmp_path: Path,
-    default_ref: str,  # noqa: F811 - the default image is built once, in IMAGE_HOME
+    default_ref: str,
 ) -> None:
     report = tmp_path / "soak-report.json"
     command = [

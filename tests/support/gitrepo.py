@@ -1,5 +1,7 @@
 """Commits built with dulwich straight into a GitStore's object store (no network, fast)."""
 
+from collections.abc import Mapping
+
 from dulwich.objects import Blob, Commit, Tree
 from forkhorse.adapters.git.store import DulwichGitStore
 
@@ -25,7 +27,7 @@ def _tree(store: DulwichGitStore, files: dict[str, bytes]) -> bytes:
 
 
 def commit_files(
-    store: DulwichGitStore, files: dict[str, str | bytes], parent: str | None = None
+    store: DulwichGitStore, files: Mapping[str, str | bytes], parent: str | None = None
 ) -> str:
     """Commit `files` on top of `parent` (or as a root) and return the commit SHA."""
     encoded = {p: c.encode() if isinstance(c, str) else c for p, c in files.items()}

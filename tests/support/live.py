@@ -2,7 +2,9 @@
 local runner, with an owner token; projects with an initial import, and agent lanes (an
 agent, a claimed packet and a fork) that push with the real git CLI.
 
-Fixtures in several test packages start it; they import it from here, not from each other.
+The `server` fixture (one live Forkhorse per test module, with real bubblewrap quick checks
+and real podman full checks on the busybox test image) and the `required` and `advisory`
+projects are registered for every suite by tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.service import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 from waitress.server import create_server
 
-from tests.integration.api.support import Client, ShiftClock, Worktree
+from tests.integration.api.support import Client, ShiftClock, Worktree, checks_files
 
 CLAIM_TTL = timedelta(minutes=30)
 PROMOTE_WAIT_SECONDS = 4.0
@@ -170,3 +173,52 @@ def new_lane(project: Project, name: str = "agent") -> Lane:
     assert agent.token is not None
     tree.git(agent.token, "pull", "-q", fork["cloneUrl"], "main")
     return Lane(project, agent, agent_id, packet, fork, tree)
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory,
+    busybox_ref: str,
+) -> Iterator[Server]:
+    home = tmp_path_factory.mktemp("forkhorse")
+    registry = ImageRegistry(home / "images")
+    registry.record("busybox", busybox_ref)
+    live, stop = start_server(home / "home", registry)
+    yield live
+    stop()
+
+
+GUARDED_MODULE = ".forkhorse/quick/ok.py"
+# A project's own quick check (its bytes matter to the protected-checks policy).
+GUARD = (
+    "def check(ctx):\n"
+    "    # The project's real check (the bytes matter here, not what it asserts).\n"
+    "    return {'ok': True, 'message': 'Guarded.'}\n"
+)
+
+
+def new_guarded_project(
+    server: Server, require_receipt: bool = True, protect_checks: bool = True
+) -> Project:
+    """A project whose canonical head declares one quick check (`GUARD`); the
+    protected-checks policy is turned on when asked, and otherwise left at its default."""
+    body = {"name": "guarded", "requireReceipt": require_receipt}
+    project = server.owner.ok("POST", "/projects", body, expect=201)["project"]
+    base = server.worktree()
+    initial = base.commit({**checks_files(), GUARDED_MODULE: GUARD, "README.md": "hi\n"}, "import")
+    base.push(project["cloneUrl"], server.owner_token)
+    if protect_checks:
+        wanted = {"protectChecks": True}
+        policy = server.owner.ok("PUT", f"/projects/{project['id']}/policy", wanted)
+        assert policy == {"policy": wanted}
+    return Project(server, project["id"], project["cloneUrl"], base, initial)
+
+
+@pytest.fixture
+def required(server: Server) -> Project:
+    return new_project(server, True)
+
+
+@pytest.fixture
+def advisory(server: Server) -> Project:
+    return new_project(server, False)

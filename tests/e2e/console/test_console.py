@@ -14,9 +14,9 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.e2e.console.conftest import DESKTOP, PHONE, TOKEN_KEY, Console, project_from_console
-from tests.integration.api.conftest import Project, Server, new_lane, new_project
 from tests.integration.api.support import QUICK_OK, checks_files
+from tests.support.console import DESKTOP, PHONE, TOKEN_KEY, Console, project_from_console
+from tests.support.live import Project, Server, new_lane, new_project
 
 SLOW_PASSING = checks_files("sleep 3")
 QUICK_FAILS = "def check(ctx):\n    return {'ok': False, 'message': 'Quick check failed.'}\n"

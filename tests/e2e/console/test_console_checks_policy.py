@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.console.conftest import Console
-from tests.integration.api.conftest import Server, new_guarded_project, new_lane
 from tests.integration.api.support import QUICK_OK
+from tests.support.console import Console
+from tests.support.live import Server, new_guarded_project, new_lane
 
 MODULE = ".forkhorse/quick/ok.py"
 

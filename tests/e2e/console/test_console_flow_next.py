@@ -9,8 +9,8 @@ from typing import Any
 from forkhorse.flow.ids import finding_id
 from playwright.sync_api import expect
 
-from tests.e2e.console.conftest import Console
-from tests.integration.api.conftest import Lane, Server, new_lane, new_project
+from tests.support.console import Console
+from tests.support.live import Lane, Server, new_lane, new_project
 
 
 def _item(source: str, ordinal: int, severity: str, classification: str) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from tests.e2e.console.conftest import Console
-from tests.integration.api.conftest import Project, Server, new_lane, new_project
 from tests.integration.api.support import PASSING
+from tests.support.console import Console
+from tests.support.live import Project, Server, new_lane, new_project
 
 LINK = "Open this promote execution in the Step Functions console"
 PROMOTE_STATES = ("acquire", "start-run", "run", "verify", "write", "release")

@@ -1,25 +1,22 @@
 """The console's boundary in a real browser: cross-origin and non-JSON writes are refused,
 the PKCE helper computes RFC 7636's challenge, the Cognito hosted-UI sign-in completes with
-authorization code + PKCE, and pages load in well under a second."""
+authorization code + PKCE. (Page-load times are measured in tests/bench/test_bench_console.py.)"""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import re
-import statistics
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import Route, expect
 
-from tests.e2e.console.conftest import TOKEN_KEY, Console, write_artifact
-from tests.integration.api.conftest import Server, new_project
+from tests.support.console import TOKEN_KEY, Console
+from tests.support.live import Server
 
 ATTACKER = "http://attacker.invalid"
 COGNITO = "https://forkhorse-test.auth.eu-west-1.amazoncognito.com"
-LOAD_RUNS = 7
-LOAD_BUDGET_MS = 1000.0
 
 
 def _project_names(server: Server) -> list[str]:
@@ -169,36 +166,3 @@ def test_owners_sign_in_through_the_cognito_hosted_ui_with_code_and_pkce(
     assert "code=" not in page.url
     assert page.evaluate(f"sessionStorage.getItem('{TOKEN_KEY}')") == server.owner_token
     assert console.context.cookies() == []
-
-
-def _load(console: Console, route: str) -> dict[str, float]:
-    console.page.goto("about:blank")
-    console.page.goto(f"{console.url}/{route}")
-    console.wait_ready()
-    timings: dict[str, float] = console.page.evaluate(
-        """() => {
-          const navigation = performance.getEntriesByType('navigation')[0];
-          return {
-            domContentLoaded: navigation.domContentLoadedEventEnd,
-            load: navigation.loadEventEnd,
-            ready: performance.getEntriesByName('forkhorse:ready')[0].startTime,
-          };
-        }"""
-    )
-    return timings
-
-
-def test_pages_load_in_well_under_a_second(console: Console, server: Server) -> None:
-    project = new_project(server, True)
-    console.sign_in()
-    figures: dict[str, dict[str, float]] = {}
-    for name, route in (("projects", "#/"), ("project", f"#/p/{project.id}")):
-        runs = [_load(console, route) for _ in range(LOAD_RUNS)]
-        figures[name] = {
-            key: round(statistics.median(run[key] for run in runs), 1) for key in runs[0]
-        }
-        figures[name]["readyMax"] = round(max(run["ready"] for run in runs), 1)
-    write_artifact("load-times.json", figures)
-    print(f"console load times, median of {LOAD_RUNS} (ms): {figures}")
-    for name, numbers in figures.items():
-        assert numbers["readyMax"] < LOAD_BUDGET_MS, (name, numbers)

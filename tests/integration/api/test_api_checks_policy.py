@@ -9,7 +9,8 @@ from typing import Any
 from forkhorse.service.approvals import GATE_REFUSED
 from forkhorse.service.promotion_rules import CHECKS_CHANGE_NOT_ACCEPTED, CONSENT_MISSING
 
-from tests.integration.api.conftest import (
+from tests.integration.api.support import QUICK_OK
+from tests.support.live import (
     GUARD,
     GUARDED_MODULE,
     Lane,
@@ -18,7 +19,6 @@ from tests.integration.api.conftest import (
     new_guarded_project,
     new_lane,
 )
-from tests.integration.api.support import QUICK_OK
 
 MODULE = GUARDED_MODULE
 ALWAYS_PASSES = QUICK_OK

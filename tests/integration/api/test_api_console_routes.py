@@ -14,8 +14,8 @@ from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.service.identity import Caller
 from forkhorse.service.inspection import Inspection, NamesExecutions
 
-from tests.integration.api.conftest import Project, Server, new_lane
 from tests.integration.api.support import FAILING, PASSING
+from tests.support.live import Project, Server, new_lane
 
 MACHINE = "arn:aws:states:eu-west-1:123456789012:stateMachine:ReceiptRun"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from forkhorse.service import Service
 
-from tests.integration.api.conftest import CLAIM_TTL, Project, Server, new_lane
 from tests.integration.api.support import FAILING, PASSING, checks_files
+from tests.support.live import CLAIM_TTL, Project, Server, new_lane
 
 CHECKS_FAILED = {"error": "Checks failed before promote."}
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -17,41 +15,13 @@ from forkhorse.api.app import ForkhorseApi
 from forkhorse.domain.model import Principal
 from forkhorse.service.identity import token_hash
 from forkhorse.wiring.aws import build_aws_service
-from moto import mock_aws
 
-from tests.support.aws import create_table_from_template, load_function
+from tests.support.aws import load_function
+from tests.support.lambda_api import sample_event
 from tests.support.lambda_context import FakeLambdaContext
 
-ROOT = Path(__file__).resolve().parents[3]
-BUCKET = "forkhorse-api-tests"
 OWNER_SUB = "6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c"
 ANONYMOUS = {"isAuthorized": True, "context": {"kind": "anonymous"}}
-
-
-def _event(name: str) -> dict[str, Any]:
-    return json.loads((ROOT / "events" / name).read_text())  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDbStore]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        boto3.client("s3").create_bucket(Bucket=BUCKET)
-        dynamodb = boto3.client("dynamodb")
-        table = create_table_from_template(dynamodb)
-        for name, value in {
-            "TABLE_NAME": table,
-            "BUCKET_NAME": BUCKET,
-            "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:ReceiptRun",
-            "PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com",
-        }.items():
-            monkeypatch.setenv(name, value)
-        yield DynamoDbStore(dynamodb, table)
 
 
 def test_the_authorizer_resolves_token_hashes_only(aws: DynamoDbStore) -> None:
@@ -59,7 +29,7 @@ def test_the_authorizer_resolves_token_hashes_only(aws: DynamoDbStore) -> None:
     agent = Principal(kind="agent", id="agent-a-0123456789ab", name="a", created_at=now)
     assert aws.create_principal(agent, token_hash("fh_example-token"))
     authorizer = load_function("authorizer")
-    event = _event("api_authorizer_request.json")
+    event = sample_event("api_authorizer_request.json")
     assert authorizer.handler(event, FakeLambdaContext()) == {
         "isAuthorized": True,
         "context": {"principalId": "agent-a-0123456789ab", "kind": "agent"},
@@ -102,7 +72,7 @@ def test_refusals_on_aws_are_local_modes_status_and_error_body(
     now = datetime.now(UTC)
     agent = Principal(kind="agent", id="agent-a-0123456789ab", name="a", created_at=now)
     assert aws.create_principal(agent, token_hash("fh_example-token"))
-    create = _event("api_create_project.json")
+    create = sample_event("api_create_project.json")
     del create["requestContext"]["authorizer"]
     if authorization is not None:
         create["headers"]["authorization"] = authorization
@@ -115,7 +85,7 @@ def test_refusals_on_aws_are_local_modes_status_and_error_body(
 
 def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> None:
     api = load_function("api")
-    created = api.handler(_event("api_create_project.json"), FakeLambdaContext())
+    created = api.handler(sample_event("api_create_project.json"), FakeLambdaContext())
     assert created["statusCode"] == 201, created
     project = json.loads(created["body"])["project"]
     assert project["cloneUrl"].startswith("https://abc123.execute-api.us-east-1.amazonaws.com/git/")
@@ -123,23 +93,24 @@ def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> No
     assert stored is not None
     assert stored.owner_id == OWNER_SUB
     # The sample's project does not exist in this table.
-    state = api.handler(_event("api_state_agent.json"), FakeLambdaContext())
+    state = api.handler(sample_event("api_state_agent.json"), FakeLambdaContext())
     assert (state["statusCode"], json.loads(state["body"])) == (
         404,
         {"error": "Project not found."},
     )
-    anonymous = _event("api_state_agent.json")
+    anonymous = sample_event("api_state_agent.json")
     del anonymous["requestContext"]["authorizer"]
     assert api.handler(anonymous, FakeLambdaContext())["statusCode"] == 401
 
 
 def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) -> None:
     api = load_function("api")
-    created = api.handler(_event("api_create_project.json"), FakeLambdaContext())
+    created = api.handler(sample_event("api_create_project.json"), FakeLambdaContext())
     project_id = json.loads(created["body"])["project"]["id"]
-    policy = _event("api_set_policy.json")
-    unknown = api.handler(policy, FakeLambdaContext())
-    assert unknown["statusCode"] == 404, "the sample's project is unknown"
+    policy = sample_event("api_set_policy.json")
+    assert api.handler(policy, FakeLambdaContext())["statusCode"] == 404, (
+        "the sample's project is unknown"
+    )
     path = f"/projects/{project_id}/policy"
     policy["rawPath"] = policy["requestContext"]["http"]["path"] = path
     answered = api.handler(policy, FakeLambdaContext())
@@ -155,7 +126,7 @@ def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) 
 
 def test_the_push_function_ignores_unknown_projects(aws: DynamoDbStore) -> None:
     push = load_function("push")
-    assert push.handler(_event("push_follow.json"), FakeLambdaContext()) == {"moved": []}
+    assert push.handler(sample_event("push_follow.json"), FakeLambdaContext()) == {"moved": []}
 
 
 def _cognito_owner(pool_name: str) -> tuple[str, str, str]:
@@ -186,7 +157,7 @@ def test_the_authorizer_admits_this_pools_owner_access_tokens_only(
     monkeypatch.setenv("OWNER_USER_POOL_ID", pool)
     monkeypatch.setenv("OWNER_CLIENT_ID", client)
     authorizer = load_function("authorizer")
-    event = _event("api_authorizer_request.json")
+    event = sample_event("api_authorizer_request.json")
     event["headers"]["authorization"] = f"Bearer {access}"
     decision = authorizer.handler(event, FakeLambdaContext())
     assert decision["isAuthorized"] is True

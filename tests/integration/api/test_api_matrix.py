@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.api.conftest import Server, new_lane, new_project
+from tests.support.live import Server, new_lane, new_project
 
 ROLES = ("anonymous", "owner", "other_owner", "fork_agent", "member_agent", "outsider_agent")
 FLOW_RECEIPT = {"type": "impl_review", "mode": "codex", "verdict": "SHIP"}

@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from tests.integration.api.conftest import Server, new_lane, new_project
+from tests.support.live import Server, new_lane, new_project
 
 EXAMPLES_PER_OPERATION = 12
 

@@ -1,4 +1,4 @@
-"""Helpers of the container tests (imported explicitly; fixtures live in conftest.py)."""
+"""Helpers of the container tests, imported explicitly (fixtures: tests/support/containers.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,6 @@ from forkhorse.ports.containers import (
     ImageUnresolved,
 )
 
-from tests.integration.containers.conftest import IMAGE_HOME
 from tests.integration.containers.helpers import (
     RunCheck,
     containers_of,
@@ -26,6 +25,7 @@ from tests.integration.containers.helpers import (
     spec_for,
     wait_until_done,
 )
+from tests.support.containers import IMAGE_HOME
 
 pytestmark = pytest.mark.podman
 DIGEST = "sha256:" + "ab" * 32

@@ -5,11 +5,9 @@ from pathlib import Path
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
-
 
 @pytest.fixture
-def images(tmp_path: Path, busybox_ref: str) -> Path:  # noqa: F811
+def images(tmp_path: Path, busybox_ref: str) -> Path:
     directory = tmp_path / "images"
     ImageRegistry(directory).record("busybox", busybox_ref)
     return directory

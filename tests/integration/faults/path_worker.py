@@ -146,7 +146,7 @@ def walk(app: LocalApp, ids: dict[str, str]) -> PromoteAnswer:
 
 def main() -> None:
     home, images, log = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    crash = CrashPoint(int(sys.argv[4]), sys.argv[5]) if len(sys.argv) > 5 else None  # type: ignore[arg-type]
+    crash = CrashPoint(int(sys.argv[4]), sys.argv[5]) if len(sys.argv) > 5 else None
     plan = FaultPlan(log=log, crash=crash)
     faulty_wiring(plan)
     runtime = build_local_runtime(home, images=ImageRegistry(images))

@@ -25,20 +25,13 @@ from forkhorse.service.identity import Caller
 from forkhorse.wiring import aws as aws_wiring
 from forkhorse.wiring.handlers import providers
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.integration.faults.invariants import Deployment, check_invariants, complete
-from tests.integration.promote.conftest import (  # noqa: F401
-    OWNER,
-    PASSING,
-    REGION,
-    ROOT,
-    AwsWorld,
-    aws_world,
-)
 from tests.support.aws import load_function
 from tests.support.faults import PHASES, CrashPoint, FaultPlan, Faulty, InjectedFault
 from tests.support.gitrepo import commit_files
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.promote import OWNER, PASSING, ROOT, AwsWorld
+from tests.support.step_functions import REGION
 
 # A step thread that dies with an exception is a defect even when the state looks right.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -71,7 +64,7 @@ PATH_WRITES = [
 
 
 @pytest.fixture
-def faulty(aws_world: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> FaultPlan:  # noqa: F811
+def faulty(aws_world: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> FaultPlan:
     """Every container's Store and git host count their writes on one plan."""
     plan = FaultPlan()
     runtime, table = aws_world.runtime, os.environ["TABLE_NAME"]
@@ -170,7 +163,7 @@ def _deployment(world: AwsWorld) -> Deployment:
 
 
 def test_the_recorded_aws_path_is_the_listed_one(
-    aws_world: AwsWorld,  # noqa: F811
+    aws_world: AwsWorld,
     faulty: FaultPlan,
 ) -> None:
     ids = _ids(aws_world)
@@ -185,7 +178,7 @@ def test_the_recorded_aws_path_is_the_listed_one(
     "index", range(len(PATH_WRITES)), ids=[f"{i:02d}-{n}" for i, n in enumerate(PATH_WRITES)]
 )
 def test_a_failed_write_at_every_point_keeps_the_invariants(
-    aws_world: AwsWorld,  # noqa: F811
+    aws_world: AwsWorld,
     faulty: FaultPlan,
     index: int,
     phase: str,

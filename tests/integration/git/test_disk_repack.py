@@ -14,7 +14,7 @@ import pytest
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.ports.git import PackCollection
 
-from tests.integration.git.conftest import PROJECT, Served, commit_all, git, new_repo, write_files
+from tests.support.gitserve import PROJECT, Served, commit_all, git, new_repo, write_files
 from tests.support.resources import tree_bytes
 
 GRACE = timedelta(hours=1)

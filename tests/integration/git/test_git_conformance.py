@@ -14,7 +14,7 @@ from forkhorse.adapters.git.store import DulwichGitStore, InvalidRefUpdate, Repo
 from forkhorse.domain.git_access import CanonicalWriteCapability, mint_canonical_write_capability
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotUnavailable
 
-from tests.integration.git.conftest import (
+from tests.support.gitserve import (
     PROJECT,
     commit_all,
     git,

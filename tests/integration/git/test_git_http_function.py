@@ -19,8 +19,8 @@ from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.ports.events import PUSH_EVENT
 from moto import mock_aws
 
-from tests.integration.git.conftest import BUCKET, Directory, commit_all, git, new_repo
 from tests.support.aws import create_table_from_template
+from tests.support.gitserve import BUCKET, Directory, commit_all, git, new_repo
 from tests.support.lambda_context import FakeLambdaContext
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from forkhorse.ports.events import PUSH_EVENT
 
-from tests.integration.git.conftest import PROJECT, Served, commit_all, git, new_repo
+from tests.support.gitserve import PROJECT, Served, commit_all, git, new_repo
 
 
 def push(served: Served, source: Path, token: str, fork: str | None = None, *refs: str) -> str:
@@ -177,7 +177,7 @@ def test_a_push_over_the_request_limit_is_refused_and_changes_nothing(
     from forkhorse.adapters.git.http import GitHttpApp
     from forkhorse.domain.git_access import GitPrincipal
 
-    from tests.integration.git.conftest import Directory, Served
+    from tests.support.gitserve import Directory, Served
 
     directory = Directory(tokens={"owner-token": GitPrincipal("owner-1", "owner")})
     host = DiskGitHost(tmp_path / "state")

@@ -23,7 +23,7 @@ from forkhorse.domain.snapshot import (
     SnapshotUnavailable,
 )
 
-from tests.integration.git.conftest import PROJECT, commit_all, git, new_repo, write_files
+from tests.support.gitserve import PROJECT, commit_all, git, new_repo, write_files
 
 MiB = 1024 * 1024
 DEEP_64 = "/".join(f"d{level}" for level in range(63)) + "/leaf.txt"

@@ -24,7 +24,8 @@ from forkhorse.records import get_record, put_record
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 
-from tests.integration.git.conftest import (
+from tests.support.aws import ROOT, load_function, load_template
+from tests.support.gitserve import (
     BUCKET,
     PROJECT,
     Directory,
@@ -35,7 +36,6 @@ from tests.integration.git.conftest import (
     new_repo,
     write_files,
 )
-from tests.support.aws import ROOT, load_function, load_template
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.store import T0, crash_before_manifest, record
 

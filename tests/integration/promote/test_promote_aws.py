@@ -13,7 +13,7 @@ import pytest
 from forkhorse.service.promotions import ALREADY_RUNNING, PROMOTE_FAILED
 from forkhorse.wiring.aws import PROMOTE_ACQUIRE_SECONDS
 
-from tests.integration.promote.conftest import (
+from tests.support.promote import (
     FAILING,
     OWNER,
     PASSING,

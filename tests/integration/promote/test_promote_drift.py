@@ -18,8 +18,8 @@ from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
-from tests.integration.promote.conftest import (
+from tests.support.gitrepo import commit_files
+from tests.support.promote import (
     FAILING,
     OWNER,
     PASSING,
@@ -30,7 +30,6 @@ from tests.integration.promote.conftest import (
     ShiftClock,
     _capability,
 )
-from tests.support.gitrepo import commit_files
 
 # The local supervisor's step names -> the AWS step function that runs the same step.
 STEPS = {"StartRun": "promote_start_run", "Write": "promote_write"}
@@ -52,12 +51,12 @@ class LocalWorld(AwsWorld):
 
 
 @pytest.fixture
-def local_world(tmp_path: Path, busybox_ref: str) -> Iterator[LocalWorld]:  # noqa: F811
+def local_world(tmp_path: Path, busybox_ref: str) -> Iterator[LocalWorld]:
     registry = ImageRegistry(tmp_path / "images")
     registry.record("busybox", busybox_ref)
     clock = ShiftClock()
     runtime = build_local_runtime(tmp_path / "local", images=registry, clock=clock)
-    world = LocalWorld(runtime, runtime.store, clock, project_id="")  # type: ignore[arg-type]
+    world = LocalWorld(runtime, runtime.store, clock, project_id="")
     world.hooks = {}
 
     def after_step(name: str) -> None:

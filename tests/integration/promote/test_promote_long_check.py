@@ -23,7 +23,7 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_funct
 )
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 
-from tests.integration.promote.conftest import AwsWorld, ShiftClock
+from tests.support.promote import AwsWorld, ShiftClock
 
 LAMBDA_CEILING_SECONDS = 900
 # Ten simulated minutes between polls: two polls already outlast Lambda's ceiling.

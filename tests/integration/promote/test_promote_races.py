@@ -15,15 +15,8 @@ from typing import Any
 
 from forkhorse.adapters.containers.podman import RUNS_DIR
 
-from tests.integration.api.conftest import (  # noqa: F401 - the live server fixtures
-    Lane,
-    Project,
-    Server,
-    new_lane,
-    required,
-    server,
-)
 from tests.integration.api.support import POLL_SECONDS, RECEIPT_TIMEOUT, checks_files
+from tests.support.live import Lane, Project, Server, new_lane
 
 ALREADY_RUNNING = {"error": "A promote of this review is already running."}
 WAITING, RELEASE = ".waiting", ".release"
@@ -36,7 +29,7 @@ GATED = checks_files(
 class Gate:
     """Releases blocked full checks one at a time, each once it is seen waiting."""
 
-    def __init__(self, server: Server) -> None:  # noqa: F811
+    def __init__(self, server: Server) -> None:
         self._runs = server.workdir.parent / RUNS_DIR
         self._released: set[Path] = set()
 
@@ -73,7 +66,7 @@ def _approved(gate: Gate, lane: Lane, files: dict[str, str]) -> tuple[str, str]:
     return commit, str(review["id"])
 
 
-def _race(server: Server, *promotes: tuple[str, str]) -> list[tuple[int, Any]]:  # noqa: F811
+def _race(server: Server, *promotes: tuple[str, str]) -> list[tuple[int, Any]]:
     """POST each (path, commit) promote at once; the answers, in the same order."""
     barrier = threading.Barrier(len(promotes))
     answers: list[tuple[int, Any]] = [(0, None)] * len(promotes)
@@ -93,7 +86,7 @@ def _race(server: Server, *promotes: tuple[str, str]) -> list[tuple[int, Any]]: 
     return answers
 
 
-def _settled(server: Server, path: str) -> tuple[int, Any]:  # noqa: F811
+def _settled(server: Server, path: str) -> tuple[int, Any]:
     deadline = time.monotonic() + RECEIPT_TIMEOUT
     status, body = server.owner.call("GET", f"{path}/promotion")
     while status == 202 and time.monotonic() < deadline:
@@ -115,8 +108,8 @@ def _landed_once(project: Project, commit: str, review_id: str) -> None:
 
 
 def test_two_promotes_of_the_same_review_one_runs_the_other_is_refused(
-    server: Server,  # noqa: F811
-    required: Project,  # noqa: F811
+    server: Server,
+    required: Project,
 ) -> None:
     gate = Gate(server)
     commit, review_id = _approved(gate, new_lane(required), GATED)
@@ -133,8 +126,8 @@ def test_two_promotes_of_the_same_review_one_runs_the_other_is_refused(
 
 
 def test_two_promotes_of_two_reviews_of_one_project_exactly_one_fast_forwards(
-    server: Server,  # noqa: F811
-    required: Project,  # noqa: F811
+    server: Server,
+    required: Project,
 ) -> None:
     """Both forks branch from the initial import, so only the first to land fast-forwards;
     the lease serializes them and the second is refused, never written."""
@@ -161,8 +154,8 @@ def test_two_promotes_of_two_reviews_of_one_project_exactly_one_fast_forwards(
 
 
 def test_a_push_to_the_fork_during_the_before_promote_run_refuses_the_promote(
-    server: Server,  # noqa: F811
-    required: Project,  # noqa: F811
+    server: Server,
+    required: Project,
 ) -> None:
     gate = Gate(server)
     lane = new_lane(required)

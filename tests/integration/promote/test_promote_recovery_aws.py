@@ -16,15 +16,15 @@ import boto3
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service.promotions import JOB_STOPPED, NOT_LANDED
 
-from tests.integration.promote.conftest import (
+from tests.support.aws import load_function
+from tests.support.lambda_context import FakeLambdaContext
+from tests.support.promote import (
     PASSING,
-    REGION,
     ROOT,
     AwsWorld,
     _capability,
 )
-from tests.support.aws import load_function
-from tests.support.lambda_context import FakeLambdaContext
+from tests.support.step_functions import REGION
 
 
 def _promote(world: AwsWorld, review_id: str, commit: str) -> str:

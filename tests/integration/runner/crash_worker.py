@@ -12,8 +12,8 @@ from pathlib import Path
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.wiring.local import build_local_runtime
 
-from tests.integration.runner.conftest import CountingContainers, World, seed_project
 from tests.integration.runner.scenarios import checks_file, full
+from tests.support.runner import CountingContainers, World, seed_project
 
 
 def main() -> None:

@@ -8,13 +8,12 @@ from pathlib import Path
 
 from dulwich.repo import Repo
 
-from tests.integration.containers.conftest import default_ref  # noqa: F401
-from tests.integration.runner.conftest import PROJECT, World
+from tests.support.runner import PROJECT, World
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_this_repository_passes_its_own_checks(world: World, default_ref: str) -> None:  # noqa: F811
+def test_this_repository_passes_its_own_checks(world: World, default_ref: str) -> None:
     world.runtime.images.record("default", default_ref)
     store = world.runtime.git.store(PROJECT)
     with Repo(str(ROOT)) as repo:  # the checkout under test; CI runs in a git clone

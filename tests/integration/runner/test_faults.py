@@ -19,8 +19,8 @@ from forkhorse.ports.clock import SystemClock
 from forkhorse.wiring.local import build_local_runtime
 
 from tests.integration.containers.helpers import containers_of
-from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import SCENARIOS
+from tests.support.runner import World
 
 ROOT = Path(__file__).resolve().parents[3]
 

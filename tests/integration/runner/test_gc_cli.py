@@ -16,7 +16,7 @@ from forkhorse.domain.model import Project
 from forkhorse.records import get_record, put_record
 from forkhorse.wiring.local import build_local_runtime
 
-from tests.integration.git.conftest import (
+from tests.support.gitserve import (
     PROJECT,
     commit_all,
     import_as_canonical,

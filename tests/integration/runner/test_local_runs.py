@@ -14,7 +14,6 @@ from forkhorse.runner.steps import UNATTACHED_MESSAGE
 from forkhorse.service.approvals import gather_evidence
 from forkhorse.service.context import Context, ServiceSettings
 
-from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import (
     BRAND,
     FAILING_QUICK,
@@ -25,6 +24,7 @@ from tests.integration.runner.scenarios import (
     full,
     quick,
 )
+from tests.support.runner import World
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
@@ -120,7 +120,7 @@ def test_a_javascript_quick_check_runs_and_the_gate_rehashes_its_module(world: W
     )
     assert check.image_digest == "module:sha256:" + digest_of(BRAND_JS.encode())
     assert world.containers.started == []
-    context = Context(world.store, world.runtime.git, None, SystemClock(), ServiceSettings())  # type: ignore[arg-type]
+    context = Context(world.store, world.runtime.git, None, SystemClock(), ServiceSettings())
     review = world.store.get_review(run.review_id)
     assert review is not None
     evidence = gather_evidence(context, review, run.commit)

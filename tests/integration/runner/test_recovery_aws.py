@@ -12,7 +12,7 @@ from forkhorse.runner import recovery
 from moto import mock_aws
 from mypy_boto3_stepfunctions import SFNClient
 
-from tests.integration.runner.conftest import World
+from tests.support.runner import World
 
 ROOT = Path(__file__).resolve().parents[3]
 

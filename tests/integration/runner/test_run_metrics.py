@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from forkhorse.wiring.handlers import providers
 
-from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import SCENARIOS
 from tests.support.aws import load_function
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.observability import captured_log, emf_metrics, json_lines
+from tests.support.runner import World
 
 QUICK_FAILURE = next(s for s in SCENARIOS if s.name == "quick-failure-skips-full")
 

@@ -5,12 +5,9 @@ as the local supervisor for every scenario."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
@@ -22,53 +19,25 @@ from forkhorse.wiring.handlers import providers
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
-from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import SCENARIOS, Scenario
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.runner import World
+from tests.support.step_functions import (
+    ACCOUNT,
+    FUNCTIONS,
+    REGION,
+    load_handler,
+    receipt_run_definition,
+)
 
-ROOT = Path(__file__).resolve().parents[3]
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
-# DefinitionSubstitutions name -> the function directory whose handler serves it.
-FUNCTIONS = {
-    "PrepareFunctionArn": "run_prepare",
-    "QuickCheckFunctionArn": "quick_check",
-    "QuickCheckJsFunctionArn": "quick_check",  # the same handler, in the image with node
-    "QuickRecordFunctionArn": "run_quick_record",
-    "FullStartFunctionArn": "run_full_start",
-    "FullPollFunctionArn": "run_full_poll",
-    "FinalizeFunctionArn": "run_finalize",
-}
 EXECUTION_TIMEOUT = 120.0
-
-
-def _load_handler(directory: str) -> Callable[..., dict[str, Any]]:
-    spec = importlib.util.spec_from_file_location(
-        f"fn_{directory}", ROOT / "functions" / directory / "app.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    handler: Callable[..., dict[str, Any]] = module.handler
-    return handler
-
-
-def _definition() -> str:
-    text = (ROOT / "statemachine/receipt_run.asl.json").read_text()
-    for name, function in FUNCTIONS.items():
-        text = text.replace(
-            "${" + name + "}", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}"
-        )
-    assert "${" not in text, "every DefinitionSubstitution must be covered"
-    return text
 
 
 @pytest.fixture
 def step_functions(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[[RunRef], dict[str, Any]]]:
-    handlers = {function: _load_handler(function) for function in FUNCTIONS.values()}
+    handlers = {function: load_handler(function) for function in FUNCTIONS.values()}
 
     def invoke(self: object, function_name: str, qualifier: object, body: Any, *_: object) -> bytes:
         handler = handlers[function_name.rsplit(":", 1)[-1]]
@@ -86,7 +55,7 @@ def step_functions(
         client = boto3.client("stepfunctions", region_name=REGION)
         machine = client.create_state_machine(
             name="ReceiptRun",
-            definition=_definition(),
+            definition=receipt_run_definition(),
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/receipt-run",
         )["stateMachineArn"]
 

@@ -10,11 +10,11 @@ import pytest
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.domain.run import RunRef
 
-from tests.integration.runner.conftest import World
 from tests.integration.runner.scenarios import SCENARIOS
 from tests.integration.runner.test_step_functions_drift import (
     step_functions as step_functions,
 )
+from tests.support.runner import World
 
 
 def test_start_wait_and_history(

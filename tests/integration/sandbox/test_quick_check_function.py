@@ -19,10 +19,10 @@ from forkhorse.wiring.handlers import providers
 from moto import mock_aws
 from pydantic import ValidationError
 
-from tests.integration.sandbox.conftest import BRAND
 from tests.support.aws import create_table_from_template
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.observability import captured_log, json_lines
+from tests.support.sandbox import BRAND
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BUCKET = "quick-git"

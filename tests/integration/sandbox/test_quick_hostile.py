@@ -16,7 +16,7 @@ from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.receipts import CheckRecord
 
-from tests.integration.sandbox.conftest import (
+from tests.support.sandbox import (
     BRAND,
     DEADLINE_MESSAGE,
     MODULE,

@@ -19,7 +19,7 @@ from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.limits import QUICK_SANDBOX, format_bytes
 from forkhorse.domain.receipts import CheckRecord
 
-from tests.integration.sandbox.conftest import (
+from tests.support.sandbox import (
     BRAND,
     DEADLINE_MESSAGE,
     JS_MODULE,

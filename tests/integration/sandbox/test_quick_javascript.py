@@ -14,7 +14,7 @@ from forkhorse.adapters.sandbox.programs import node_permission_flags
 from forkhorse.adapters.sandbox.runtime import NodeMissing, SandboxRuntime, node_runtime
 from forkhorse.domain.checks import QuickCheckDef
 
-from tests.integration.sandbox.conftest import BRAND, JS_MODULE, Committed, RunModule
+from tests.support.sandbox import BRAND, JS_MODULE, Committed, RunModule
 
 pytestmark = pytest.mark.sandbox
 

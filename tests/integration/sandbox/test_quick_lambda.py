@@ -15,7 +15,7 @@ from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.limits import QUICK_SANDBOX
 from forkhorse.domain.receipts import CheckRecord
 
-from tests.integration.sandbox.conftest import BRAND, JS_MODULE, MODULE, Committed
+from tests.support.sandbox import BRAND, JS_MODULE, MODULE, Committed
 
 SECRET = "forkhorse-lambda-secret-91ab"
 

@@ -10,7 +10,7 @@ import pytest
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.domain.checks import QuickCheckDef, parse_checks
 
-from tests.integration.sandbox.conftest import BRAND, MODULE, Committed, RunModule
+from tests.support.sandbox import BRAND, MODULE, Committed, RunModule
 
 pytestmark = pytest.mark.sandbox
 

@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from flow_factories import RunCli, git
 from forkhorse.flow import cli
+
+from tests.unit.flow.flow_factories import RunCli, git
 
 
 @pytest.fixture

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import json
 
-from flow_factories import HEAD, OTHER_HEAD, chain, container, item, receipt, root, successor
 from forkhorse.flow.classify import classify_receipt
+
+from tests.unit.flow.flow_factories import (
+    HEAD,
+    OTHER_HEAD,
+    chain,
+    container,
+    item,
+    receipt,
+    root,
+    successor,
+)
 
 
 def test_current_receipt_grouped_by_severity_and_introduction() -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_factories import HEAD, OTHER_HEAD, RunCli, chain, receipt, root, successor
 from forkhorse.flow.history import write_latest
 from forkhorse.flow.ids import finding_id
+
+from tests.unit.flow.flow_factories import HEAD, OTHER_HEAD, RunCli, chain, receipt, root, successor
 
 
 def write(path: Path, value: Any) -> Path:

@@ -7,7 +7,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
-from flow_factories import VECTORS, load_vectors
 from forkhorse.flow import green
 from forkhorse.flow.criteria import parse_global_criteria, validate_criteria
 from forkhorse.flow.currentness import select_current
@@ -15,6 +14,8 @@ from forkhorse.flow.envelope import check_findings_binding, validate_receipt
 from forkhorse.flow.findings import validate_container
 from forkhorse.flow.ids import finding_id, source_receipt_id
 from forkhorse.flow.rules import RuleViolation
+
+from tests.unit.flow.flow_factories import VECTORS, load_vectors
 
 IDS = load_vectors("finding-id-vectors.json")
 CONTAINERS = load_vectors("findings-container-validation-vectors.json")

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from flow_factories import RunCli
 from forkhorse.domain.limits import FLOW_PRODUCER
 from forkhorse.flow.standing import configured_ids
+
+from tests.unit.flow.flow_factories import RunCli
 
 
 def write_criteria(repo: Path, text: str) -> Path:

@@ -5,9 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from flow_factories import HEAD, OTHER_HEAD, chain, container, item, receipt, root, successor
 from forkhorse.flow.currentness import Selection, select_current
 from forkhorse.flow.ids import finding_id
+
+from tests.unit.flow.flow_factories import (
+    HEAD,
+    OTHER_HEAD,
+    chain,
+    container,
+    item,
+    receipt,
+    root,
+    successor,
+)
 
 
 def select(*containers: dict[str, Any], head: str = HEAD, **filters: str) -> Selection:

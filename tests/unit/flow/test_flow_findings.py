@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flow_factories import HEAD, container, item, receipt, root
 from forkhorse.flow.envelope import check_findings_binding, validate_receipt
 from forkhorse.flow.findings import (
     MAX_ENCODED_BYTES,
@@ -18,6 +17,8 @@ from forkhorse.flow.findings import (
 )
 from forkhorse.flow.ids import finding_id, source_receipt_id
 from forkhorse.flow.rules import RuleViolation
+
+from tests.unit.flow.flow_factories import HEAD, container, item, receipt, root
 
 Container = dict[str, Any]
 

@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from flow_factories import RunCli, git
 from forkhorse.domain.limits import FLOW_PRODUCER
 from forkhorse.flow import green
 from forkhorse.flow.gate_receipts import prune_stale
+
+from tests.unit.flow.flow_factories import RunCli, git
 
 COMMAND = "make test"
 

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 import pytest
-from flow_factories import RunCli, git
 from forkhorse.flow import green
+
+from tests.unit.flow.flow_factories import RunCli, git
 
 COMMAND = "echo ran >> .flow/tmp/runs.log"
 

@@ -8,7 +8,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from flow_factories import HEAD, chain, receipt, root, successor
 from forkhorse.flow.currentness import select_current
 from forkhorse.flow.history import (
     HistoryConflict,
@@ -21,6 +20,8 @@ from forkhorse.flow.history import (
     write_latest,
 )
 from forkhorse.flow.rules import RuleViolation
+
+from tests.unit.flow.flow_factories import HEAD, chain, receipt, root, successor
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_factories import BASE, HEAD, OTHER_HEAD, RunCli, git
 from forkhorse.domain.limits import FLOW_PRODUCER
 from forkhorse.flow import producer
 from forkhorse.flow.currentness import select_current
@@ -19,6 +18,8 @@ from forkhorse.flow.envelope import validate_receipt
 from forkhorse.flow.history import history_dir, history_path, read_generations
 from forkhorse.flow.producer import AttachError, attach, finish_pending, journal_path
 from forkhorse.flow.prose import ParseScope, parse_findings
+
+from tests.unit.flow.flow_factories import BASE, HEAD, OTHER_HEAD, RunCli, git
 
 FINDING = """\
 Severity: Major

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flow_factories import git
+from tests.unit.flow.flow_factories import git
 
 
 def forkhorse(repo: Path, *argv: str) -> subprocess.CompletedProcess[str]:

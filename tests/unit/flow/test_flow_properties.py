@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
-from flow_factories import HEAD, container, item, receipt, root, successor
 from forkhorse.flow import green
 from forkhorse.flow.classify import classify_receipt
 from forkhorse.flow.criteria import parse_global_criteria
@@ -22,6 +21,8 @@ from forkhorse.flow.findings import validate_container
 from forkhorse.flow.rules import RuleViolation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.unit.flow.flow_factories import HEAD, container, item, receipt, root, successor
 
 ID = {"type": "string", "minLength": 1, "maxLength": 160}
 POSITIVE = {"type": "integer", "minimum": 1}

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_factories import load_vectors
 from forkhorse.flow import green
 from forkhorse.flow.criteria import parse_global_criteria
 from forkhorse.flow.envelope import validate_receipt
@@ -22,6 +21,8 @@ from forkhorse.flow.prose import ParseScope, parse_findings
 from forkhorse.flow.qa_receipt import stamp
 from forkhorse.flow.standing import parse_criteria_file
 from forkhorse.flow.triage import skip_receipt
+
+from tests.unit.flow.flow_factories import load_vectors
 
 PROSE = load_vectors("generated-producer/prose-parser-vectors.json")["vectors"]
 BUILDER = load_vectors("generated-producer/builder-vectors.json")["vectors"]

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_factories import RunCli, git
 from forkhorse.domain.limits import FLOW_PRODUCER
 from forkhorse.flow.envelope import validate_receipt
 from forkhorse.flow.qa_receipt import PROJECTION, QaReceiptError, stamp
+
+from tests.unit.flow.flow_factories import RunCli, git
 
 SPEC = "fn-53"
 LIVE_PASS = {"id": "S1", "rids": ["R1"], "outcome": "PASS", "run": "live", "evidence": ["s1.png"]}

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_factories import VECTORS
 from forkhorse.flow import green
 from forkhorse.flow.currentness import select_current
 from forkhorse.flow.envelope import check_findings_binding
@@ -25,12 +24,14 @@ from forkhorse.flow.findings import validate_container
 from forkhorse.flow.ids import finding_id, source_receipt_id
 from forkhorse.flow.rules import RuleViolation
 
+from tests.unit.flow.flow_factories import VECTORS
+
 GENERATED = VECTORS / "generated"
 DIVERGENCES = VECTORS.parent / "DIVERGENCES.md"
 
 
 def _load(name: str) -> dict[str, Any]:
-    return json.loads((GENERATED / name).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    return json.loads((GENERATED / name).read_text(encoding="utf-8"))
 
 
 VALIDATION = _load("container-validation.json")

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_factories import RunCli, git, load_vectors
 from forkhorse.flow.envelope import validate_receipt
 from forkhorse.flow.triage import bucket, decide
+
+from tests.unit.flow.flow_factories import RunCli, git, load_vectors
 
 VECTORS = load_vectors("generated-producer/triage-vectors.json")["vectors"]
 

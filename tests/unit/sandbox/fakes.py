@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from forkhorse.domain.snapshot import (
     BINARY_SAMPLE_BYTES,
@@ -72,8 +72,8 @@ class MemorySnapshot:
         self.budgets.append(budget)
         return MemoryReader(self._files, budget, self._on_read)
 
-    def export_to(self, dest_dir: Path) -> None:
+    def export_to(self, dest_dir: Path, deadline: float | None = None) -> None:
         raise NotImplementedError
 
-    def export_tar(self, dest: BinaryIO) -> None:
+    def export_tar(self, dest: IO[bytes], deadline: float | None = None) -> None:
         raise NotImplementedError

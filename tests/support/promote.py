@@ -38,19 +38,18 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
     StateTaskServiceSfn,
 )
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
-from tests.integration.runner.test_step_functions_drift import (
-    ACCOUNT,
-    FUNCTIONS,
-    REGION,
-    _definition,
-    _load_handler,
-)
 from tests.support.aws import create_table_from_template, load_function
 from tests.support.gitrepo import commit_files
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.step_functions import (
+    ACCOUNT,
+    FUNCTIONS,
+    REGION,
+    load_handler,
+    receipt_run_definition,
+)
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 OWNER = Caller("6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c", "owner")
 # DefinitionSubstitutions name -> the function directory whose handler serves it.
 PROMOTE_FUNCTIONS = {
@@ -242,7 +241,9 @@ def create_machines() -> tuple[str, str]:
     """The ReceiptRun and PromoteRun machines, from the real definitions."""
     client = boto3.client("stepfunctions", region_name=REGION)
     receipt = client.create_state_machine(
-        name="ReceiptRun", definition=_definition(), roleArn=f"arn:aws:iam::{ACCOUNT}:role/run"
+        name="ReceiptRun",
+        definition=receipt_run_definition(),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/run",
     )["stateMachineArn"]
     promote = client.create_state_machine(
         name="PromoteRun",
@@ -313,13 +314,13 @@ def _aws_response(
 
 def all_handlers() -> dict[str, Any]:
     directories = [*FUNCTIONS.values(), *PROMOTE_FUNCTIONS.values()]
-    return {directory: _load_handler(directory) for directory in directories}
+    return {directory: load_handler(directory) for directory in directories}
 
 
 @pytest.fixture
 def aws_world(
     tmp_path: Path,
-    busybox_ref: str,  # noqa: F811
+    busybox_ref: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[AwsWorld]:
     registry = ImageRegistry(tmp_path / "images")

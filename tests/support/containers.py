@@ -1,5 +1,6 @@
-"""Real podman fixtures: images built once into a stable directory, a port per test, and a
-helper that runs one check through the whole lifecycle and proves nothing was left behind."""
+"""Real podman fixtures for every suite: the podman CLI, the busybox and default images built
+once into a stable directory shared by test sessions, a port per test, and `run_check`, which
+runs one check through the whole lifecycle and proves nothing was left behind."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, Playwright, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.integration.api.conftest import Project, Server, server  # noqa: F401
+from tests.support.live import Project, Server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -28,7 +28,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "console"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 375, "height": 800}
 TIMEOUT_MS = 90_000
@@ -128,7 +128,7 @@ class Console:
 @pytest.fixture
 def console(
     playwright: Playwright,
-    server: Server,  # noqa: F811
+    server: Server,
     tmp_path: Path,
 ) -> Iterator[Console]:
     profile = tmp_path / "chromium-profile"
@@ -150,7 +150,7 @@ def console(
     assert console.errors == [], console.errors
 
 
-def project_from_console(server: Server, project_id: str) -> Project:  # noqa: F811
+def project_from_console(server: Server, project_id: str) -> Project:
     """A project the console created, given its initial import like the API tests' projects."""
     state = server.owner.state(project_id)
     base = server.worktree()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +19,6 @@ from forkhorse.ports.containers import ContainerHandle, ContainerSpec
 from forkhorse.records import get_record
 from forkhorse.wiring.local import LocalRuntime, build_local_runtime
 
-from tests.integration.containers.conftest import busybox_ref, podman  # noqa: F401
 from tests.support.gitrepo import commit_files
 
 PROJECT = "proj"
@@ -51,10 +50,10 @@ class World:
     def store(self):  # type: ignore[no-untyped-def]
         return self.runtime.store
 
-    def commit(self, files: dict[str, str | bytes]) -> str:
+    def commit(self, files: Mapping[str, str | bytes]) -> str:
         return commit_files(self.runtime.git.store(PROJECT), files)
 
-    def review(self, files: dict[str, str | bytes], trigger: str = "review-created") -> RunRef:
+    def review(self, files: Mapping[str, str | bytes], trigger: str = "review-created") -> RunRef:
         """A review of a fresh commit with a running execution, ready to start."""
         return self.review_commit(self.commit(files), trigger)
 
@@ -128,7 +127,7 @@ def seed_project(runtime: LocalRuntime) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path, busybox_ref: str) -> Iterator[World]:  # noqa: F811
+def world(tmp_path: Path, busybox_ref: str) -> Iterator[World]:
     registry = ImageRegistry(tmp_path / "images")
     registry.record("busybox", busybox_ref)
     home = tmp_path / "home"

@@ -1,0 +1,46 @@
+"""The API functions on moto: the `aws` fixture (a template-built table, a bucket and the
+functions' environment) and the sample events of events/."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from moto import mock_aws
+
+from tests.support.aws import create_table_from_template
+
+ROOT = Path(__file__).resolve().parents[2]
+BUCKET = "forkhorse-api-tests"
+
+
+def sample_event(name: str) -> dict[str, Any]:
+    """A sample Lambda event from events/."""
+    return json.loads((ROOT / "events" / name).read_text())  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDbStore]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        dynamodb = boto3.client("dynamodb")
+        table = create_table_from_template(dynamodb)
+        for name, value in {
+            "TABLE_NAME": table,
+            "BUCKET_NAME": BUCKET,
+            "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:ReceiptRun",
+            "PUBLIC_URL": "https://abc123.execute-api.us-east-1.amazonaws.com",
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield DynamoDbStore(dynamodb, table)
