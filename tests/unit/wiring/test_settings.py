@@ -17,7 +17,13 @@ from forkhorse.wiring.settings import (
 from tests.support.aws import load_template
 
 # Read by Powertools itself, not by Forkhorse.
-POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME"}
+# Read by Powertools itself (service, metrics namespace, log level, tracing), not by settings.
+POWERTOOLS_VARIABLES = {
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_LOG_LEVEL",
+    "POWERTOOLS_TRACE_DISABLED",
+}
 
 
 def _aliases(models: list[type[_Environment]]) -> set[str]:
