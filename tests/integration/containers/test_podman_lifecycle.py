@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from forkhorse.adapters.containers.common import container_name
+from forkhorse.adapters.containers.common import DEPLOYMENT_LABEL, container_name
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
@@ -31,8 +31,13 @@ pytestmark = pytest.mark.podman
 DIGEST = "sha256:" + "ab" * 32
 
 
-def all_containers(podman: Podman) -> list[str]:
-    return [item["Id"] for item in json.loads(podman.output("ps", "-a", "--format", "json"))]
+def port_containers(podman: Podman, port: PodmanContainerPort) -> list[str]:
+    """The containers of this port's deployment: other processes on the machine may run
+    their own at the same time."""
+    listed = podman.output(
+        "ps", "-a", "--filter", f"label={DEPLOYMENT_LABEL}={port.deployment}", "--format", "json"
+    )
+    return [item["Id"] for item in json.loads(listed)]
 
 
 def port_with_images(tmp_path: Path, podman: Podman, images: dict[str, str]) -> PodmanContainerPort:
@@ -66,10 +71,9 @@ def test_preflight_refuses_mutable_or_unresolved_references(
     tmp_path: Path, podman: Podman, reference: str
 ) -> None:
     port = port_with_images(tmp_path, podman, {"default": reference})
-    before = all_containers(podman)
     with pytest.raises(ImageUnresolved):
         port.preflight("default")
-    assert all_containers(podman) == before  # no container started
+    assert port_containers(podman, port) == []  # no container started
 
 
 def test_preflight_refuses_unknown_names_and_a_corrupt_registry(
