@@ -220,9 +220,10 @@ def promote_release(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
     refused before it could reconcile it."""
     state = _state(event)
     token = _token(state)
-    promotion = _promotion(deps, state)
-    fenced = deps.store.check_fence(state.project_id, token, deps.clock.now())
-    if promotion.state in OPEN_WRITES and fenced:
+    # A lease is released whatever became of its promotion: a missing one never blocks it.
+    promotion = deps.store.get_promotion(state.project_id, state.promotion_id)
+    open_write = promotion is not None and promotion.state in OPEN_WRITES
+    if open_write and deps.store.check_fence(state.project_id, token, deps.clock.now()):
         rules.reconcile(deps, state.project_id)
     deps.store.release_lease(state.project_id, state.promotion_id, token)
     return _out(state)
