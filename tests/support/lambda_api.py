@@ -25,13 +25,7 @@ def sample_event(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDbStore]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
+def aws(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDbStore]:
     with mock_aws():
         boto3.client("s3").create_bucket(Bucket=BUCKET)
         dynamodb = boto3.client("dynamodb")

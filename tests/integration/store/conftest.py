@@ -17,17 +17,6 @@ from moto.dynamodb.models import DynamoDBBackend
 from tests.support.aws import create_table_from_template
 from tests.support.store import Tamper
 
-
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-
-
 _ATOMIC_OPERATIONS = (
     "put_item",
     "update_item",
