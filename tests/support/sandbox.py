@@ -70,7 +70,7 @@ class RecordingSnapshot:
         self._inner.export_to(dest_dir, deadline)
 
     def export_tar(self, dest: IO[bytes], deadline: float | None = None) -> None:
-        raise NotImplementedError
+        self._inner.export_tar(dest, deadline)
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -73,7 +75,13 @@ class MemorySnapshot:
         return MemoryReader(self._files, budget, self._on_read)
 
     def export_to(self, dest_dir: Path, deadline: float | None = None) -> None:
-        raise NotImplementedError
+        for path, data in self._files.items():
+            (dest_dir / path).parent.mkdir(parents=True, exist_ok=True)
+            (dest_dir / path).write_bytes(data)
 
     def export_tar(self, dest: IO[bytes], deadline: float | None = None) -> None:
-        raise NotImplementedError
+        with tarfile.open(fileobj=dest, mode="w") as archive:
+            for path, data in sorted(self._files.items()):
+                info = tarfile.TarInfo(path)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
