@@ -1,4 +1,5 @@
-"""The measurements behind docs/capacity.md: one receipt run (a quick and a full check) and
+"""The measurements behind docs/capacity.md: one receipt run (three quick checks and a full
+check, the issue's typical review) and
 one promote (with its before-promote run), through the real ASL on moto's Step Functions and
 the real handlers on moto's DynamoDB. Prints the AWS requests, DynamoDB units, items and
 bytes, Lambda invocations and state transitions each flow costs."""
@@ -17,7 +18,9 @@ from tests.support.promote import OWNER, QUICK_OK, REGION, AwsWorld
 
 pytestmark = pytest.mark.bench
 FILES: dict[str, str | bytes] = {
-    ".forkhorse/checks": checks_file(quick("quick", "check"), full("full", "true")),
+    ".forkhorse/checks": checks_file(
+        *(quick(f"quick-{index}", "check") for index in range(3)), full("full", "true")
+    ),
     ".forkhorse/quick/check.py": QUICK_OK,
 }
 
