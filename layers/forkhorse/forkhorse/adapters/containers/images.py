@@ -41,7 +41,7 @@ CHECK_UID = 1000
 DEFAULT_PACKAGES = ("nodejs", "npm", "git", "ca-certificates")
 HOST_DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
-INPUTS_LABEL = "io.forkhorse.inputs"
+INPUTS_LABEL = "org.forkhorse.inputs"
 # Bump when the recipe changes in a way its listed inputs do not show.
 RECIPE_VERSION = "2"
 # Files whose content depends on when or where the build ran, not on its inputs.
@@ -125,9 +125,10 @@ def inputs_digest(*parts: str | bytes) -> str:
 
 def find_built(podman: Podman, name: str, inputs: str) -> str | None:
     """The pinned reference of an image already built from exactly these inputs, if any."""
+    # No filter on the name: an image a later build untagged keeps its `name@digest`.
     digests = podman.output(
-        "image", "ls", "--filter", f"label={INPUTS_LABEL}={inputs}",
-        "--filter", f"reference={LOCAL_REPOSITORY}/{name}", "--format", "{{.Digest}}",
+        "image", "ls", "--all", "--filter", f"label={INPUTS_LABEL}={inputs}",
+        "--format", "{{.Digest}}",
     ).split()  # fmt: skip
     return require_pinned(f"{LOCAL_REPOSITORY}/{name}@{digests[0]}") if digests else None
 
