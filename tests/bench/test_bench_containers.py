@@ -76,6 +76,7 @@ def test_full_check_overhead_against_a_bare_podman_run(tmp_path: Path) -> None:
     assert ratio <= TARGET_RATIO
 
 
+@pytest.mark.timeout(1800)  # up to three builds, the first with a cold package cache
 def test_building_the_default_image(tmp_path: Path, bench_figures: BenchFigures) -> None:
     """A rebuild with the per-user package cache warm, then a build that finds the identical
     image by its inputs label; a rebuild must give the digest the image already had."""

@@ -46,10 +46,11 @@ INPUTS_LABEL = "org.forkhorse.inputs"
 RECIPE_VERSION = "2"
 # Files whose content depends on when or where the build ran, not on its inputs.
 _UNREPRODUCIBLE = (
-    "var/log", "var/cache/apt", "var/cache/debconf/templates.dat-old", "var/cache/ldconfig",
+    "var/log", "var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin",
+    "var/cache/debconf/templates.dat-old", "var/cache/ldconfig",
     "var/lib/apt/lists", "var/lib/dpkg/status-old", "var/lib/dpkg/diversions-old",
     "var/lib/dpkg/available-old", "etc/machine-id", "etc/hostname", "etc/resolv.conf",
-    "var/lib/systemd", "etc/ld.so.cache",
+    "var/lib/systemd",
 )  # fmt: skip
 
 _PASSWD = f"root:x:0:0:root:/root:/bin/sh\ncheck:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n"
@@ -256,7 +257,7 @@ def build_default_image(
         logged(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
                 host_suite(), str(rootfs)], log)  # fmt: skip
         stage(f"apt-get install {' '.join(DEFAULT_PACKAGES)}")
-        _install_packages(rootfs, log)
+        _install_packages(rootfs, cache_dir / "apt-archives", log)
         stage("podman build (reproducible: sorted tarball, fixed timestamps)")
         tarball = scratch / "rootfs.tar"
         _reproducible_tar(rootfs, tarball, log)
@@ -341,29 +342,38 @@ def host_suite() -> str:
     return "bookworm"
 
 
-def _install_packages(rootfs: Path, log: TextIO) -> None:
+def _install_packages(rootfs: Path, apt_cache: Path, log: TextIO) -> None:
     # Same Debian suites as the host (security updates included), same resolver.
     if HOST_DEBIAN_SOURCES.is_file():
         shutil.copy(HOST_DEBIAN_SOURCES, rootfs / "etc/apt/sources.list.d/debian.sources")
         (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
     shutil.copy("/etc/resolv.conf", rootfs / "etc/resolv.conf")
+    archives = rootfs / "var/cache/apt/archives"
+    _copy_packages(apt_cache, archives)  # the user's cache: apt downloads only what is new
     script = (
         "set -e; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
-        f"apt-get install -y -qq --no-install-recommends {' '.join(DEFAULT_PACKAGES)}; "
-        "apt-get clean; rm -rf /var/lib/apt/lists/*"
+        f"apt-get install -y -qq --no-install-recommends {' '.join(DEFAULT_PACKAGES)}"
     )
     # Maintainer scripts that write dates take this one, not the build's.
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-        "SOURCE_DATE_EPOCH": "0",
-    }
-    logged(["chroot", str(rootfs), "sh", "-c", script], log, env)
+    logged(
+        ["chroot", str(rootfs), "sh", "-c", script], log, {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+    )
+    _copy_packages(archives, apt_cache)
+    for package in archives.glob("*.deb"):
+        package.unlink()
     (rootfs / "etc/resolv.conf").write_text("", encoding="utf-8")
     with (rootfs / "etc/passwd").open("a", encoding="utf-8") as passwd:
         passwd.write(f"check:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n")
     with (rootfs / "etc/group").open("a", encoding="utf-8") as group:
         group.write(f"check:x:{CHECK_UID}:\n")
     (rootfs / "workspace").mkdir(exist_ok=True)
+
+
+def _copy_packages(source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for package in source.glob("*.deb"):
+        if not (target / package.name).exists():
+            shutil.copy2(package, target / package.name)
 
 
 def stream(command: list[str], progress: Progress) -> None:
