@@ -14,7 +14,8 @@ import pytest
 
 from tests.integration.runner.scenarios import checks_file, full, quick
 from tests.support.aws_usage import Usage, counting_aws_calls, state_transitions
-from tests.support.promote import OWNER, QUICK_OK, REGION, AwsWorld
+from tests.support.promote import OWNER, QUICK_OK, AwsWorld
+from tests.support.step_functions import REGION
 
 pytestmark = pytest.mark.bench
 FILES: dict[str, str | bytes] = {

@@ -122,7 +122,7 @@ class Usage:
 def counting_aws_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Usage]:
     """Count every boto call made while the block runs (moto or not)."""
     usage = Usage()
-    original = BaseClient._make_api_call
+    original = getattr(BaseClient, "_make_api_call")  # noqa: B009 (private to botocore)
 
     def counted(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
         response = original(client, operation, params)
