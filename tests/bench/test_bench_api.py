@@ -18,6 +18,7 @@ from forkhorse.domain.receipts import SummaryCheck, running_summary
 from forkhorse.service import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
+from tests.support.bench import BenchFigures
 from tests.support.gitrepo import commit_files
 
 REVIEWS = 1_000
@@ -73,7 +74,7 @@ def _world(app: LocalApp) -> tuple[str, str, dict[str, Any]]:
     return owner_token, created["token"], ids
 
 
-def test_state_with_1000_reviews(app: LocalApp) -> None:
+def test_state_with_1000_reviews(app: LocalApp, bench_figures: BenchFigures) -> None:
     owner_token, _, ids = _world(app)
     store, now = app.runtime.store, app.runtime.deps.clock.now()
     checks = [
@@ -109,6 +110,8 @@ def test_state_with_1000_reviews(app: LocalApp) -> None:
         f"\nGET /state, {REVIEWS} reviews: median {median * 1000:.1f} ms per request; "
         f"Store.list_reviews alone {bare * 1000:.1f} ms (ratio {median / bare:.1f}x)"
     )
+    bench_figures.record("state-ratio", median / bare)
+    bench_figures.record("state-ms", median * 1000)
     assert median < 2.0
 
 

@@ -21,6 +21,7 @@ from tests.integration.runner.scenarios import (
     full,
     quick,
 )
+from tests.support.bench import BenchFigures
 from tests.support.runner import World
 
 ROUNDS = 7
@@ -56,7 +57,7 @@ def _median(measure: object, rounds: int = ROUNDS) -> float:
 
 
 @pytest.mark.bench
-def test_bench_receipt_runs(world: World, busybox_ref: str) -> None:
+def test_bench_receipt_runs(world: World, busybox_ref: str, bench_figures: BenchFigures) -> None:
     quick_only = {
         "brand.json": BRAND,
         ".forkhorse/quick/brand.py": PASSING_QUICK,
@@ -79,5 +80,6 @@ def test_bench_receipt_runs(world: World, busybox_ref: str) -> None:
         f" bare python {bare_python * 1000:.0f} ms + bare podman run {bare_podman * 1000:.0f} ms"
         f" = {parts * 1000:.0f} ms; ratio {mixed_receipt / parts:.2f}x"
     )
+    bench_figures.record("receipt", mixed_receipt / parts)
     assert quick_receipt < 5.0
     assert mixed_receipt / parts < 10.0, "a regression: the run costs far more than its parts"

@@ -11,7 +11,7 @@ from typing import Any
 from forkhorse.domain.canonical import (
     RecordCorruptedError,
     canonical_bytes,
-    chunk_text,
+    chunk_bytes,
     digest_of,
     verified_bytes,
 )
@@ -23,7 +23,7 @@ __all__ = ["RecordCorruptedError", "get_json", "get_record", "put_json", "put_re
 
 def _put_bytes(store: Store, data: bytes, now: datetime) -> str:
     digest = digest_of(data)
-    store.put_record_chunks(digest, chunk_text(data.decode("utf-8")), now)
+    store.put_record_chunks(digest, chunk_bytes(data), now)
     return digest
 
 

@@ -8,7 +8,9 @@ from forkhorse.domain.canonical import (
     CHUNK_CODE_UNITS,
     RecordCorruptedError,
     canonical_bytes,
+    chunk_bytes,
     chunk_text,
+    reference_canonical_bytes,
     verified_bytes,
 )
 from hypothesis import given
@@ -70,3 +72,43 @@ def test_verification_refuses_a_mismatch_and_a_lone_surrogate() -> None:
     with pytest.raises(RecordCorruptedError):
         verified_bytes(digest, ['{"a":"\ud800"}'])
     assert json.loads(data) == {"a": 1}
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(JSON_VALUES)
+def test_the_fast_path_writes_exactly_the_reference_bytes(value: object) -> None:
+    try:
+        expected = reference_canonical_bytes(value)
+    except (ValueError, UnicodeEncodeError) as error:  # lone surrogates stay refused
+        with pytest.raises(type(error)):
+            canonical_bytes(value)
+        return
+    assert canonical_bytes(value) == expected
+
+
+@given(st.text(), st.integers(min_value=2, max_value=40))
+def test_chunking_bytes_gives_the_chunks_of_the_text(text: str, limit: int) -> None:
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # canonical bytes never hold a lone surrogate
+    assert chunk_bytes(data, limit) == chunk_text(text, limit)
+
+
+def test_chunking_bytes_keeps_the_chunks_across_decode_windows() -> None:
+    text = ("ü✓a" * 70_000) + "end"  # mixed widths across many 64 KiB windows
+    assert chunk_bytes(text.encode()) == chunk_text(text)
+    astral = "x" + "𝄞" * 40_000
+    assert chunk_bytes(astral.encode()) == chunk_text(astral)

@@ -17,6 +17,7 @@ from forkhorse.adapters.containers.images import (
     build_busybox_image,
     build_default_image,
     image_present,
+    user_cache_dir,
 )
 from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.ports.containers import ContainerError
@@ -32,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     build.add_argument("name", choices=(DEFAULT_IMAGE, BUSYBOX_IMAGE))
     build.add_argument(
         "--if-missing", action="store_true", help="do nothing when the image is already built"
+    )
+    build.add_argument(
+        "--rebuild", action="store_true", help="build even if an identical image exists"
     )
     build.set_defaults(func=_build)
     listing = actions.add_parser("list", help="list image names and their digests")
@@ -54,7 +58,9 @@ def _build(args: argparse.Namespace) -> int:
     try:
         if args.name == DEFAULT_IMAGE:
             print("Building the default image (Debian nodejs, npm, git); about a minute.")
-            reference = build_default_image(registry, podman, home / "image-cache")
+            reference = build_default_image(
+                registry, podman, user_cache_dir(), rebuild=args.rebuild
+            )
         else:
             reference = build_busybox_image(registry, podman)
     except ContainerError as error:

@@ -1,12 +1,20 @@
-"""Local images: built from Debian packages with `podman import`, never pulled from a registry.
+"""Local images: a rootfs tarball built from Debian packages (or busybox), never pulled from a
+registry, made an image by `podman build FROM scratch`.
 
 The registry file in the state directory maps deployment image names (`default`, `busybox`)
 to immutable `localhost/forkhorse/<name>@sha256:` references. It is deployment
 configuration: only the operator's `forkhorse image build` writes it.
+
+Builds are reproducible: the tarball is sorted with fixed times and owners, and the image is
+built with `--timestamp 0`, so the same inputs give the same `@sha256:` digest and an owner can
+rebuild and compare what a receipt ran in. Each image carries a label with the hash of its
+inputs; a build whose inputs match an image already in podman reuses it, whatever `--home`
+asked. Package downloads are cached once per user (`$XDG_CACHE_HOME/forkhorse`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -17,10 +25,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman, PodmanFailed
-from forkhorse.ports.containers import ImageUnresolved, require_pinned
+from forkhorse.ports.containers import ContainerError, ImageUnresolved, require_pinned
 
 DEFAULT_IMAGE = "default"
 BUSYBOX_IMAGE = "busybox"
@@ -31,6 +41,17 @@ CHECK_UID = 1000
 DEFAULT_PACKAGES = ("nodejs", "npm", "git", "ca-certificates")
 HOST_DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
+INPUTS_LABEL = "org.forkhorse.inputs"
+# Bump when the recipe changes in a way its listed inputs do not show.
+RECIPE_VERSION = "2"
+# Files whose content depends on when or where the build ran, not on its inputs.
+_UNREPRODUCIBLE = (
+    "var/log", "var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin",
+    "var/cache/debconf/templates.dat-old", "var/cache/ldconfig",
+    "var/lib/apt/lists", "var/lib/dpkg/status-old", "var/lib/dpkg/diversions-old",
+    "var/lib/dpkg/available-old", "etc/machine-id", "etc/hostname", "etc/resolv.conf",
+    "var/lib/systemd",
+)  # fmt: skip
 
 _PASSWD = f"root:x:0:0:root:/root:/bin/sh\ncheck:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n"
 _GROUP = f"root:x:0:\ncheck:x:{CHECK_UID}:\n"
@@ -88,13 +109,46 @@ def image_present(podman: Podman, reference: str) -> bool:
     return podman.run("image", "exists", reference).returncode == 0
 
 
-def import_rootfs(podman: Podman, name: str, tarball: Path, changes: tuple[str, ...]) -> str:
-    """`podman import` a rootfs tarball; return the image's `@sha256:` reference."""
+def user_cache_dir() -> Path:
+    """One package and build cache per user, shared by every Forkhorse home."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).resolve() / "forkhorse"
+
+
+def inputs_digest(*parts: str | bytes) -> str:
+    """The hash an image is labelled with: everything that decides its content."""
+    digest = hashlib.sha256(RECIPE_VERSION.encode())
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def find_built(podman: Podman, name: str, inputs: str) -> str | None:
+    """The pinned reference of an image already built from exactly these inputs, if any."""
+    # No filter on the name: an image a later build untagged keeps its `name@digest`.
+    digests = podman.output(
+        "image", "ls", "--all", "--filter", f"label={INPUTS_LABEL}={inputs}",
+        "--format", "{{.Digest}}",
+    ).split()  # fmt: skip
+    return require_pinned(f"{LOCAL_REPOSITORY}/{name}@{digests[0]}") if digests else None
+
+
+def build_rootfs_image(
+    podman: Podman, name: str, tarball: Path, changes: tuple[str, ...], inputs: str
+) -> str:
+    """`podman build` the rootfs tarball FROM scratch, with fixed timestamps and the inputs
+    label; return the image's `@sha256:` reference (the same for the same tarball)."""
+    containerfile = tarball.parent / "Containerfile"
+    lines = ["FROM scratch", f"ADD {tarball.name} /", *changes, f"LABEL {INPUTS_LABEL}={inputs}"]
+    containerfile.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tag = f"{LOCAL_REPOSITORY}/{name}:latest"
-    change_flags = [flag for change in changes for flag in ("--change", change)]
-    completed = podman.run("import", *change_flags, str(tarball), tag, timeout=600)
+    completed = podman.run(
+        "build", "--quiet", "--timestamp", "0", "--pull=never", "--network", "none",
+        "--file", str(containerfile), "--tag", tag, str(tarball.parent), timeout=600,
+    )  # fmt: skip
     if completed.returncode != 0:
-        raise PodmanFailed(("import", name), completed.stderr)
+        raise PodmanFailed(("build", name), completed.stderr)
     digest = podman.output("image", "inspect", "--format", "{{.Digest}}", tag).strip()
     return require_pinned(f"{LOCAL_REPOSITORY}/{name}@{digest}")
 
@@ -122,12 +176,20 @@ def busybox_rootfs_tar(busybox: Path = BUSYBOX_BINARY) -> bytes:
     return buffer.getvalue()
 
 
-def build_busybox_image(registry: ImageRegistry, podman: Podman) -> str:
-    with tempfile.TemporaryDirectory(prefix="forkhorse-busybox-") as scratch:
-        tarball = Path(scratch) / "rootfs.tar"
-        tarball.write_bytes(busybox_rootfs_tar())
-        changes = ("ENV PATH=/bin", *_COMMON_CHANGES)
-        reference = import_rootfs(podman, BUSYBOX_IMAGE, tarball, changes)
+def build_busybox_image(
+    registry: ImageRegistry, podman: Podman, progress: Progress = lambda _: None
+) -> str:
+    rootfs = busybox_rootfs_tar()
+    changes = ("ENV PATH=/bin", *_COMMON_CHANGES)
+    inputs = inputs_digest(rootfs, *changes)
+    reference = find_built(podman, BUSYBOX_IMAGE, inputs)
+    if reference is not None:
+        progress(f"Reusing {reference}: built from the same inputs.")
+    else:
+        with tempfile.TemporaryDirectory(prefix="forkhorse-busybox-") as scratch:
+            tarball = Path(scratch) / "rootfs.tar"
+            tarball.write_bytes(rootfs)
+            reference = build_rootfs_image(podman, BUSYBOX_IMAGE, tarball, changes, inputs)
     registry.record(BUSYBOX_IMAGE, reference)
     return reference
 
@@ -159,36 +221,108 @@ def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
 # --- default: Debian's nodejs, npm, git, CA certificates, sh and coreutils ----------------
 
 
+def default_image_inputs() -> str:
+    """What decides the default image: the suite, its apt sources, packages and settings."""
+    sources = HOST_DEBIAN_SOURCES.read_bytes() if HOST_DEBIAN_SOURCES.is_file() else b""
+    return inputs_digest(host_suite(), sources, *DEFAULT_PACKAGES, *_DEFAULT_CHANGES)
+
+
 def build_default_image(
-    registry: ImageRegistry, podman: Podman, cache_dir: Path, progress: Progress = print
+    registry: ImageRegistry,
+    podman: Podman,
+    cache_dir: Path,
+    progress: Progress = print,
+    *,
+    rebuild: bool = False,
 ) -> str:
-    """debootstrap a minbase rootfs, add the packages, `podman import` it (about a minute)."""
+    """debootstrap a minbase rootfs, add the packages, build it (about a minute with a warm
+    package cache), unless an image from the same inputs is already in podman (`rebuild`
+    builds anyway: a reproducible build then gives that image's digest again)."""
+    inputs = default_image_inputs()
+    known = None if rebuild else find_built(podman, DEFAULT_IMAGE, inputs)
+    if known is not None:
+        progress(f"Reusing {known}: built from the same inputs.")
+        registry.record(DEFAULT_IMAGE, known)
+        return known
     for tool in ("debootstrap", "chroot", "tar"):
         if shutil.which(tool) is None:
             raise ImageUnresolved(f"{tool} is missing: install debootstrap (apt-get).")
     started = time.monotonic()
     debs = cache_dir / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    with scratch_dir(cache_dir) as scratch:
+    with build_log(cache_dir, DEFAULT_IMAGE) as log, scratch_dir(cache_dir) as scratch:
         rootfs = scratch / "rootfs"
-        progress("[1/4] debootstrap: a minimal Debian rootfs (about 30 s)")
-        stream(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
-                 host_suite(), str(rootfs)], progress)  # fmt: skip
-        progress(f"[2/4] apt-get install {' '.join(DEFAULT_PACKAGES)} (about 30 s)")
-        _install_packages(rootfs, progress)
-        progress("[3/4] podman import")
+        stage = _stages(progress, log, 4)
+        stage("debootstrap: a minimal Debian rootfs")
+        logged(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
+                host_suite(), str(rootfs)], log)  # fmt: skip
+        stage(f"apt-get install {' '.join(DEFAULT_PACKAGES)}")
+        _install_packages(rootfs, cache_dir / "apt-archives", log)
+        stage("podman build (reproducible: sorted tarball, fixed timestamps)")
         tarball = scratch / "rootfs.tar"
-        stream(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."], progress)
-        reference = import_rootfs(podman, DEFAULT_IMAGE, tarball, _DEFAULT_CHANGES)
-    progress("[4/4] checking the image")
-    versions = podman.output(
-        "run", "--rm", "--pull", "never", "--network", "none", *ULIMIT_FLAGS, reference,
-        "sh", "-c", "node --version && npm --version && git --version",
-    )  # fmt: skip
+        _reproducible_tar(rootfs, tarball, log)
+        reference = build_rootfs_image(podman, DEFAULT_IMAGE, tarball, _DEFAULT_CHANGES, inputs)
+        stage("checking the image")
+        versions = podman.output(
+            "run", "--rm", "--pull", "never", "--network", "none", *ULIMIT_FLAGS, reference,
+            "sh", "-c", "node --version && npm --version && git --version",
+        )  # fmt: skip
     registry.record(DEFAULT_IMAGE, reference)
     elapsed = time.monotonic() - started
     progress(f"Built {reference} in {elapsed:.0f} s ({' '.join(versions.split())}).")
     return reference
+
+
+def _stages(progress: Progress, log: TextIO, total: int) -> Progress:
+    """One progress line per stage, also written into the log between the stages' output."""
+    count = iter(range(1, total + 1))
+
+    def stage(what: str) -> None:
+        line = f"[{next(count)}/{total}] {what}"
+        progress(line)
+        log.write(f"\n=== {line}\n")
+        log.flush()
+
+    return stage
+
+
+@contextmanager
+def build_log(cache_dir: Path, name: str) -> Iterator[TextIO]:
+    """The full output of a build, kept in a file; a failure names the file."""
+    logs = cache_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = logs / f"{name}-{stamp}-{os.getpid()}.log"
+    with path.open("w", encoding="utf-8") as log:
+        try:
+            yield log
+        except ContainerError as error:
+            log.write(f"\n=== failed: {getattr(error, 'detail', error)}\n")
+            raise ImageUnresolved(f"{error} The full build log is {path}.") from error
+
+
+def logged(command: list[str], log: TextIO, env: dict[str, str] | None = None) -> None:
+    """Run a build step with its output into the log; fail naming the step."""
+    log.flush()
+    completed = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False)
+    if completed.returncode != 0:
+        raise ImageUnresolved(
+            f"Image build step failed: {command[0]} exited {completed.returncode}."
+        )
+
+
+def _reproducible_tar(rootfs: Path, tarball: Path, log: TextIO) -> None:
+    """Drop what records when and where the build ran; archive sorted, with fixed times."""
+    for relative in _UNREPRODUCIBLE:
+        target = rootfs / relative
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+            target.mkdir()
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+            target.touch()
+    logged(["tar", "--sort=name", "--mtime=@0", "--clamp-mtime", "--numeric-owner",
+            "--format=gnu", "-C", str(rootfs), "-cf", str(tarball), "."], log)  # fmt: skip
 
 
 @contextmanager
@@ -208,24 +342,38 @@ def host_suite() -> str:
     return "bookworm"
 
 
-def _install_packages(rootfs: Path, progress: Progress) -> None:
+def _install_packages(rootfs: Path, apt_cache: Path, log: TextIO) -> None:
     # Same Debian suites as the host (security updates included), same resolver.
     if HOST_DEBIAN_SOURCES.is_file():
         shutil.copy(HOST_DEBIAN_SOURCES, rootfs / "etc/apt/sources.list.d/debian.sources")
         (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
     shutil.copy("/etc/resolv.conf", rootfs / "etc/resolv.conf")
+    archives = rootfs / "var/cache/apt/archives"
+    _copy_packages(apt_cache, archives)  # the user's cache: apt downloads only what is new
     script = (
         "set -e; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
-        f"apt-get install -y -qq --no-install-recommends {' '.join(DEFAULT_PACKAGES)}; "
-        "apt-get clean; rm -rf /var/lib/apt/lists/*"
+        f"apt-get install -y -qq --no-install-recommends {' '.join(DEFAULT_PACKAGES)}"
     )
-    stream(["chroot", str(rootfs), "sh", "-c", script], progress)
+    # Maintainer scripts that write dates take this one, not the build's.
+    logged(
+        ["chroot", str(rootfs), "sh", "-c", script], log, {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+    )
+    _copy_packages(archives, apt_cache)
+    for package in archives.glob("*.deb"):
+        package.unlink()
     (rootfs / "etc/resolv.conf").write_text("", encoding="utf-8")
     with (rootfs / "etc/passwd").open("a", encoding="utf-8") as passwd:
         passwd.write(f"check:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n")
     with (rootfs / "etc/group").open("a", encoding="utf-8") as group:
         group.write(f"check:x:{CHECK_UID}:\n")
     (rootfs / "workspace").mkdir(exist_ok=True)
+
+
+def _copy_packages(source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for package in source.glob("*.deb"):
+        if not (target / package.name).exists():
+            shutil.copy2(package, target / package.name)
 
 
 def stream(command: list[str], progress: Progress) -> None:
