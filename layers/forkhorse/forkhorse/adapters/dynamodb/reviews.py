@@ -22,6 +22,7 @@ from forkhorse.domain.model import (
     Review,
     is_current_running,
     require_no_digest,
+    started_execution,
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
 
@@ -162,12 +163,7 @@ class DynamoDbReviews(DynamoDbTable):
         generation: str,
         summary: ReceiptSummary,
     ) -> bool:
-        execution = Execution(
-            generation=generation,
-            commit=commit,
-            trigger=trigger,
-            summary=summary.model_copy(update={"digest": None}),
-        )
+        execution = started_execution(commit, trigger, generation, summary)
         return self._write_execution(review_id, execution, "attribute_exists(pk)", {})
 
     def retarget_review(
@@ -181,12 +177,7 @@ class DynamoDbReviews(DynamoDbTable):
         review = self.get_review(review_id)
         if review is None or review.commit != expected_commit:
             return False
-        execution = Execution(
-            generation=generation,
-            commit=commit,
-            trigger="review-created",
-            summary=summary.model_copy(update={"digest": None}),
-        )
+        execution = started_execution(commit, "review-created", generation, summary)
         moved = review.model_copy(update={"commit": commit})
         update = {
             "Update": {

@@ -7,11 +7,12 @@ from forkhorse.adapters.sqlite.database import SqliteDatabase, dump
 from forkhorse.adapters.sqlite.leases import claim_in
 from forkhorse.domain.model import (
     Approval,
-    Execution,
     InvalidatedExecution,
     Review,
+    current_receipt,
     is_current_running,
     require_no_digest,
+    started_execution,
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
 
@@ -55,12 +56,7 @@ class SqliteReviews(SqliteDatabase):
         generation: str,
         summary: ReceiptSummary,
     ) -> bool:
-        execution = Execution(
-            generation=generation,
-            commit=commit,
-            trigger=trigger,
-            summary=summary.model_copy(update={"digest": None}),
-        )
+        execution = started_execution(commit, trigger, generation, summary)
         with self._write() as conn:
             review = self._review_in(conn, review_id)
             if review is None:
@@ -76,12 +72,7 @@ class SqliteReviews(SqliteDatabase):
         generation: str,
         summary: ReceiptSummary,
     ) -> bool:
-        execution = Execution(
-            generation=generation,
-            commit=commit,
-            trigger="review-created",
-            summary=summary.model_copy(update={"digest": None}),
-        )
+        execution = started_execution(commit, "review-created", generation, summary)
         with self._write() as conn:
             review = self._review_in(conn, review_id)
             if review is None or review.commit != expected_commit:
@@ -173,11 +164,8 @@ class SqliteReviews(SqliteDatabase):
             review = self._review_in(conn, review_id)
             if review is None or review.commit != approval.commit:
                 return False
-            execution = review.execution
-            current = (
-                (None, None) if execution is None else (execution.generation, execution.digest)
-            )
-            if compare_receipt and current != (expected_generation, expected_digest):
+            expected = (expected_generation, expected_digest)
+            if compare_receipt and current_receipt(review) != expected:
                 return False
             self._save_review(conn, review.model_copy(update={"approval": approval}))
             return True
