@@ -12,11 +12,7 @@ from forkhorse.adapters.dynamodb.table import (
     str_attr,
     to_micros,
 )
-from forkhorse.domain.model import (
-    Claim,
-    Lease,
-    fence_holds,
-)
+from forkhorse.domain.model import Claim, Lease, fence_holds
 
 
 def claim_key(packet_id: str) -> Item:

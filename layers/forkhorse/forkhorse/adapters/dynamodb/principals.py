@@ -1,9 +1,7 @@
 """Principals in DynamoDB: a principal item and a token item, written together."""
 
 from forkhorse.adapters.dynamodb.table import DynamoDbTable, Item, item_key, json_attr, str_attr
-from forkhorse.domain.model import (
-    Principal,
-)
+from forkhorse.domain.model import Principal
 
 
 class DynamoDbPrincipals(DynamoDbTable):

@@ -12,7 +12,7 @@ Layout (pk / sk):
   REVIEW#<id> / PROMOTION-JOB          the review's latest requested promotion (its id)
   RUNNING / REVIEW#<id>                set of running executions, for restart recovery
   RECORD#<digest> / CHUNK#<n>, MANIFEST   immutable record chunks, manifest written last
-  RECORD#<digest> / WRITING            an unfinished put's intent (see the records section)
+  RECORD#<digest> / WRITING            an unfinished put's intent (see records.py)
 
 Times are stored as integer microseconds since the epoch (`*Us` attributes), so
 conditions compare them without the table's clock; none of them is the table's
@@ -54,7 +54,7 @@ def json_attr(model: BaseModel) -> dict[str, str]:
     return str_attr(model.model_dump_json())
 
 
-def condition_failed(error: ClientError) -> bool:
+def _condition_failed(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") in _CONDITION_FAILURES
 
 
@@ -90,7 +90,7 @@ class DynamoDbTable:
         try:
             getattr(self._client, action)(**request)
         except ClientError as error:
-            if condition_failed(error):
+            if _condition_failed(error):
                 return False
             raise
         return True

@@ -2,8 +2,8 @@
 
 Each thread gets its own connection, closed when the thread ends (the local runner starts
 a thread per run); every change runs in a `BEGIN IMMEDIATE` transaction, so SQLite
-serializes writers and each compare-and-set below is checked and applied under the same
-write lock.
+serializes writers and each compare-and-set in the aggregates' modules is checked and
+applied under the same write lock.
 """
 
 import os

@@ -4,11 +4,7 @@ import sqlite3
 from datetime import datetime, timedelta
 
 from forkhorse.adapters.sqlite.database import EPOCH, SqliteDatabase, dump
-from forkhorse.domain.model import (
-    Claim,
-    Lease,
-    fence_holds,
-)
+from forkhorse.domain.model import Claim, Lease, fence_holds
 
 
 def claim_in(conn: sqlite3.Connection, packet_id: str) -> Claim | None:

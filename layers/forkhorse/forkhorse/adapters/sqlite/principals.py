@@ -1,9 +1,7 @@
 """Principals in SQLite: the token hash is a unique column."""
 
 from forkhorse.adapters.sqlite.database import SqliteDatabase, dump
-from forkhorse.domain.model import (
-    Principal,
-)
+from forkhorse.domain.model import Principal
 
 
 class SqlitePrincipals(SqliteDatabase):
