@@ -7,10 +7,10 @@ from typing import Any
 
 from forkhorse.api.authorizer import OwnerPool, authorize
 from forkhorse.observability import lambda_handler
-from forkhorse.ports.store import Store
+from forkhorse.ports.store import PrincipalStore
 from forkhorse.wiring.aws import owner_pool, table_store
 
-_wiring: tuple[Store, OwnerPool | None] | None = None
+_wiring: tuple[PrincipalStore, OwnerPool | None] | None = None
 
 
 @lambda_handler()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.domain.model import Principal
 from forkhorse.runner.promote_steps import REFUSED_ERROR
 from forkhorse.service.identity import token_hash

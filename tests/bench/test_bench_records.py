@@ -9,8 +9,8 @@ from typing import Any
 
 import boto3
 import pytest
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
-from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
+from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.domain.canonical import canonical_bytes, chunk_bytes, chunk_text, digest_of
 from forkhorse.domain.logs import LOG_BUDGET_BYTES
 from forkhorse.domain.receipts import ReceiptRecord

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import requests
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.domain.limits import API_INPUT, MIB, REVIEW_RECEIPTS
 
 from tests.integration.api.support import Client, Worktree

@@ -83,11 +83,15 @@ PHASES: tuple[Phase, ...] = ("before", "after")
 
 
 def port_methods(port: type) -> list[str]:
-    """The public members a port Protocol declares (methods and properties)."""
+    """The public members a port Protocol declares (methods and properties), its own and
+    those of the ports it composes (the Store is one port per aggregate)."""
     return sorted(
-        name
-        for name, member in vars(port).items()
-        if not name.startswith("_") and (callable(member) or isinstance(member, property))
+        {
+            name
+            for declaring in port.__mro__
+            for name, member in vars(declaring).items()
+            if not name.startswith("_") and (callable(member) or isinstance(member, property))
+        }
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from moto import mock_aws
 
 from tests.support.aws import create_table_from_template

@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.domain.model import Promotion
 from forkhorse.domain.receipts import ReceiptSummary

@@ -16,41 +16,43 @@ from forkhorse.domain.canonical import (
     verified_bytes,
 )
 from forkhorse.domain.receipts import ReceiptRecord
-from forkhorse.ports.store import Store
+from forkhorse.ports.store import RecordStore
 
 __all__ = ["RecordCorruptedError", "get_json", "get_record", "put_json", "put_record"]
 
 
-def _put_bytes(store: Store, data: bytes, now: datetime) -> str:
+def _put_bytes(store: RecordStore, data: bytes, now: datetime) -> str:
     digest = digest_of(data)
     store.put_record_chunks(digest, chunk_bytes(data), now)
     return digest
 
 
-def _get_bytes(store: Store, digest: str) -> bytes | None:
+def _get_bytes(store: RecordStore, digest: str) -> bytes | None:
     chunks = store.get_record_chunks(digest)
     return None if chunks is None else verified_bytes(digest, chunks)
 
 
-def put_json(store: Store, value: Any, now: datetime) -> str:
+def put_json(store: RecordStore, value: Any, now: datetime) -> str:
     """Store any JSON value in canonical form, written at `now` (the collector keeps it for
     its grace period from then); returns its digest."""
     return _put_bytes(store, canonical_bytes(value), now)
 
 
-def get_json(store: Store, digest: str, parse: Callable[[bytes], Any] = json.loads) -> Any | None:
+def get_json(
+    store: RecordStore, digest: str, parse: Callable[[bytes], Any] = json.loads
+) -> Any | None:
     """The value stored under `digest`, or None. Raises RecordCorruptedError on a mismatch,
     and whatever `parse` raises on verified bytes it refuses."""
     data = _get_bytes(store, digest)
     return None if data is None else parse(data)
 
 
-def put_record(store: Store, record: ReceiptRecord, now: datetime) -> str:
+def put_record(store: RecordStore, record: ReceiptRecord, now: datetime) -> str:
     """Publish a receipt record (chunks first, manifest last); returns its digest."""
     return put_json(store, record.model_dump(mode="json"), now)
 
 
-def get_record(store: Store, digest: str) -> ReceiptRecord | None:
+def get_record(store: RecordStore, digest: str) -> ReceiptRecord | None:
     """Read and verify a receipt record. Raises RecordCorruptedError on a mismatch."""
     data = _get_bytes(store, digest)
     return None if data is None else ReceiptRecord.model_validate_json(data)

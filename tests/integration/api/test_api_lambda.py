@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.api import guards
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.domain.model import Principal

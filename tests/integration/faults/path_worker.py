@@ -20,8 +20,8 @@ from typing import Any
 
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.git.disk import DiskGitHost
+from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
-from forkhorse.adapters.sqlite_store import SqliteStore
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service import ServiceSettings

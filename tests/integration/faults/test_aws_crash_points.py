@@ -17,7 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.runner.recovery import INTERRUPTED
 from forkhorse.service.errors import ServiceError

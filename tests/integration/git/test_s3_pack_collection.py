@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.git.reach import ReachTooLarge

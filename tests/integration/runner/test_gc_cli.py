@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from forkhorse.adapters.git.disk import DiskGitHost
-from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.cli import main
 from forkhorse.domain.model import Project
 from forkhorse.records import get_record, put_record

@@ -8,8 +8,8 @@ from typing import Any
 
 import boto3
 import pytest
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
-from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
+from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.ports.store import Store
 from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend

@@ -5,7 +5,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.domain.model import (
     DEFAULT_POLICY,
     Approval,

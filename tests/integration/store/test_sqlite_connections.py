@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.adapters.sqlite import SqliteStore
 
 THREADS = 40
 

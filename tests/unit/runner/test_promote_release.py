@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
-from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.promote_steps import PromoteDeps, promote_release
 

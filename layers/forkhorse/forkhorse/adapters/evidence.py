@@ -8,7 +8,7 @@ from forkhorse import records
 from forkhorse.domain.canonical import RecordCorruptedError, canonical_bytes, digest_of
 from forkhorse.domain.receipts import CheckRecord
 from forkhorse.ports.clock import Clock
-from forkhorse.ports.store import Store
+from forkhorse.ports.store import RecordStore
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -19,7 +19,7 @@ QUICK_RESULTS_PREFIX = "quick-results/"
 class StoreEvidenceDrop:
     """Local mode: the trusted parent already holds the Store."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: RecordStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from forkhorse.api.guards import ANONYMOUS, bearer_token
-from forkhorse.ports.store import Store
+from forkhorse.ports.store import PrincipalStore
 from forkhorse.service.identity import token_hash
 
 if TYPE_CHECKING:
@@ -45,7 +45,9 @@ def _allow(principal_id: str, kind: str) -> dict[str, Any]:
     return {"isAuthorized": True, "context": {"principalId": principal_id, "kind": kind}}
 
 
-def authorize(store: Store, event: dict[str, Any], pool: OwnerPool | None = None) -> dict[str, Any]:
+def authorize(
+    store: PrincipalStore, event: dict[str, Any], pool: OwnerPool | None = None
+) -> dict[str, Any]:
     token = bearer_token(event)
     if token is None:
         return UNAUTHENTICATED

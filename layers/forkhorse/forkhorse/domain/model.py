@@ -250,6 +250,18 @@ def is_current_running(execution: Execution | None, generation: str) -> bool:
     return execution is not None and execution.generation == generation and execution.is_running
 
 
+def started_execution(
+    commit: str, trigger: Trigger, generation: str, summary: ReceiptSummary
+) -> Execution:
+    """A new current execution: its digest starts cleared (only attach sets one)."""
+    return Execution(
+        generation=generation,
+        commit=commit,
+        trigger=trigger,
+        summary=summary.model_copy(update={"digest": None}),
+    )
+
+
 def fence_holds(lease: Lease | None, token: int, now: datetime) -> bool:
     """A fenced write is allowed only under the project's current, live lease token."""
     return lease is not None and lease.token == token and lease.is_live(now)

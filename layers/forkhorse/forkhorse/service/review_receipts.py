@@ -18,12 +18,13 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from forkhorse import records
 from forkhorse.domain.canonical import RecordCorruptedError, canonical_bytes
 from forkhorse.domain.limits import ReviewReceiptLimits
 from forkhorse.domain.strict_json import InputRefused, check_value, parse_body
-from forkhorse.ports.store import Store
+from forkhorse.ports.store import RecordStore, ReviewStore
 from forkhorse.service.errors import BadRequest, Conflict, ServiceError
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,12 @@ def source_receipt_id_of(receipt: object) -> str | None:
     return source if isinstance(source, str) else None
 
 
+class ReceiptState(ReviewStore, RecordStore, Protocol):
+    """What review receipts read: the digests attached to a review, and their records."""
+
+
 class ReviewReceipts:
-    def __init__(self, store: Store, limits: ReviewReceiptLimits) -> None:
+    def __init__(self, store: ReceiptState, limits: ReviewReceiptLimits) -> None:
         self._store = store
         self._limits = limits
         self._cache: OrderedDict[str, StoredReceipt] = OrderedDict()

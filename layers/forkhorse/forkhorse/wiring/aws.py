@@ -14,7 +14,7 @@ from botocore.config import Config
 
 from forkhorse import console
 from forkhorse.adapters.containers.fargate import FargateContainerPort, FargateSettings
-from forkhorse.adapters.dynamodb_store import DynamoDbStore
+from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver

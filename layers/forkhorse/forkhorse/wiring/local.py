@@ -20,8 +20,8 @@ from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
+from forkhorse.adapters.sqlite import DATABASE_NAME, SqliteStore
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
-from forkhorse.adapters.sqlite_store import DATABASE_NAME, SqliteStore
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import LocalHttp
 from forkhorse.domain.limits import QueueLimits

@@ -1,0 +1,170 @@
+"""Content-addressed records in DynamoDB: an intent, the chunks, then the manifest."""
+
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from forkhorse.adapters.dynamodb.table import (
+    DynamoDbTable,
+    Item,
+    item_key,
+    num_attr,
+    str_attr,
+    to_micros,
+)
+from forkhorse.ports.store import RecordRemoval, StaleRecord
+
+_BATCH_WRITE_LIMIT = 25
+_PUT_ATTEMPTS = 3
+# Items from before the collector carry no time: they count as written at the epoch.
+_WRITTEN_BEFORE = "(attribute_not_exists(writtenAtUs) OR writtenAtUs < :cutoff)"
+
+
+def _record_key(digest: str, sk: str) -> Item:
+    return item_key(f"RECORD#{digest}", sk)
+
+
+class DynamoDbRecords(DynamoDbTable):
+    # A put first writes an intent (WRITING, with a token), then the chunks, then the
+    # manifest in one transaction that also consumes its own intent. A collection deletes
+    # a stale intent before any chunk, and each chunk only while no manifest and no intent
+    # exists: so a put whose chunks were collected loses its intent and starts over, and
+    # a manifest never appears over a missing chunk, however large the record.
+    def _record_manifest(self, digest: str) -> Item | None:
+        return self._get(_record_key(digest, "MANIFEST"))
+
+    def _touch_manifest(self, digest: str, written: int) -> bool:
+        return self._conditional(
+            "update_item",
+            TableName=self._table,
+            Key=_record_key(digest, "MANIFEST"),
+            UpdateExpression="SET writtenAtUs = :written",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":written": num_attr(written)},
+        )
+
+    def _put_intent(self, digest: str, token: str, written: int) -> None:
+        item = {
+            **_record_key(digest, "WRITING"),
+            "token": str_attr(token),
+            "writtenAtUs": num_attr(written),
+        }
+        self._client.put_item(TableName=self._table, Item=item)
+
+    def _write_chunks(self, digest: str, chunks: Sequence[str], written: int) -> None:
+        puts = [
+            {
+                "PutRequest": {
+                    "Item": {
+                        **_record_key(digest, f"CHUNK#{index:06d}"),
+                        "text": str_attr(chunk),
+                        "writtenAtUs": num_attr(written),
+                    }
+                }
+            }
+            for index, chunk in enumerate(chunks)
+        ]
+        for start in range(0, len(puts), _BATCH_WRITE_LIMIT):
+            request: Any = {self._table: puts[start : start + _BATCH_WRITE_LIMIT]}
+            while request:
+                response = self._client.batch_write_item(RequestItems=request)
+                request = response.get("UnprocessedItems") or None
+
+    def _write_manifest(self, digest: str, chunk_count: int, written: int, token: str) -> bool:
+        manifest = {
+            **_record_key(digest, "MANIFEST"),
+            "chunkCount": num_attr(chunk_count),
+            "writtenAtUs": num_attr(written),
+        }
+        consume_intent = {
+            "Delete": {
+                "TableName": self._table,
+                "Key": _record_key(digest, "WRITING"),
+                "ConditionExpression": "#token = :token",
+                "ExpressionAttributeNames": {"#token": "token"},
+                "ExpressionAttributeValues": {":token": str_attr(token)},
+            }
+        }
+        return self._transact(consume_intent, self._put_if_new(manifest))
+
+    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
+        written = to_micros(now)
+        for _ in range(_PUT_ATTEMPTS):
+            if self._touch_manifest(digest, written):
+                return  # content-addressed: the stored record is already these bytes
+            token = uuid.uuid4().hex
+            self._put_intent(digest, token, written)
+            self._write_chunks(digest, chunks, written)
+            if self._write_manifest(digest, len(chunks), written, token):
+                return
+        raise RuntimeError(f"record {digest} lost its intent {_PUT_ATTEMPTS} times in a row")
+
+    def get_record_chunks(self, digest: str) -> list[str] | None:
+        manifest = self._record_manifest(digest)
+        if manifest is None:
+            return None
+        count = int(manifest["chunkCount"]["N"])
+        chunks = [str(item["text"]["S"]) for item in self._query(f"RECORD#{digest}", "CHUNK#")]
+        return chunks[:count]
+
+    def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
+        # A scan is fine for a periodic sweep; a partition's items come together, so one
+        # digest is yielded once unless a page boundary splits it (deletion is idempotent).
+        paginator = self._client.get_paginator("scan")
+        pages = paginator.paginate(
+            TableName=self._table,
+            FilterExpression=f"begins_with(pk, :record) AND {_WRITTEN_BEFORE}",
+            ExpressionAttributeValues={
+                ":record": str_attr("RECORD#"),
+                ":cutoff": num_attr(to_micros(written_before)),
+            },
+            ProjectionExpression="pk",
+        )
+        previous = None
+        for page in pages:
+            for item in page.get("Items", []):
+                digest = str(item["pk"]["S"]).removeprefix("RECORD#")
+                if digest != previous:
+                    previous = digest
+                    yield StaleRecord(digest, self._record_manifest(digest) is not None)
+
+    def delete_stale_record(self, digest: str, written_before: datetime) -> RecordRemoval:
+        stale = {":cutoff": num_attr(to_micros(written_before))}
+        manifest = self._conditional(
+            "delete_item",
+            TableName=self._table,
+            Key=_record_key(digest, "MANIFEST"),
+            ConditionExpression=f"attribute_exists(pk) AND {_WRITTEN_BEFORE}",
+            ExpressionAttributeValues=stale,
+        )
+        if not manifest and self._record_manifest(digest) is not None:
+            return RecordRemoval(manifest=False, chunks=0)  # written again since
+        if not self._conditional(
+            "delete_item",
+            TableName=self._table,
+            Key=_record_key(digest, "WRITING"),
+            ConditionExpression=f"attribute_not_exists(pk) OR {_WRITTEN_BEFORE}",
+            ExpressionAttributeValues=stale,
+        ):
+            return RecordRemoval(manifest=manifest, chunks=0)  # a put is in progress
+        return RecordRemoval(manifest=manifest, chunks=self._delete_stale_chunks(digest, stale))
+
+    def _delete_stale_chunks(self, digest: str, stale: Item) -> int:
+        deleted = 0
+        for item in self._query(f"RECORD#{digest}", "CHUNK#", ProjectionExpression="sk"):
+            if not self._transact(
+                self._absent(_record_key(digest, "MANIFEST")),
+                self._absent(_record_key(digest, "WRITING")),
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": _record_key(digest, str(item["sk"]["S"])),
+                        "ConditionExpression": _WRITTEN_BEFORE,
+                        "ExpressionAttributeValues": stale,
+                    }
+                },
+            ):
+                break  # a put started (or rewrote this chunk): leave the rest to it
+            deleted += 1
+        return deleted

@@ -1,0 +1,48 @@
+"""Immutable, content-addressed records: chunks under a manifest, and their collection."""
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class StaleRecord:
+    digest: str
+    has_manifest: bool  # False: chunks (or an unfinished put) with no manifest
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRemoval:
+    manifest: bool  # the manifest was deleted
+    chunks: int  # chunks deleted
+
+    @property
+    def removed(self) -> bool:
+        return self.manifest or self.chunks > 0
+
+
+class RecordStore(Protocol):
+    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
+        """Write every chunk, then the manifest last (a record is visible whole or not
+        at all), all written at `now`. Idempotent: putting a stored digest again only moves
+        its written-at time to `now`, so a collection racing the put keeps it.
+
+        The manifest appears only while every chunk exists: if a collection removed a chunk
+        of this unfinished put, the put writes it again before publishing."""
+        ...
+
+    def get_record_chunks(self, digest: str) -> list[str] | None:
+        """The chunks in order, or None if no manifest exists. Not verified here."""
+        ...
+
+    def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
+        """Every digest with a manifest, chunk or unfinished put written before
+        `written_before` (each digest about once), and whether its manifest exists."""
+        ...
+
+    def delete_stale_record(self, digest: str, written_before: datetime) -> RecordRemoval:
+        """Delete the manifest if written before `written_before`, then every chunk written
+        before it, but never a chunk while a manifest or a newer unfinished put of the
+        digest exists (so a put racing the deletion ends whole or not at all)."""
+        ...
