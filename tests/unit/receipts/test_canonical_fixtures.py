@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from forkhorse.adapters.sqlite_store import SqliteStore
+from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.domain.canonical import canonical_bytes, chunk_text, digest_of
 from forkhorse.domain.receipts import ReceiptRecord
 from forkhorse.records import get_json, get_record, put_json, put_record
