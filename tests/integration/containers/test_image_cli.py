@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from forkhorse.adapters.containers import cli
+from forkhorse import cli_image as cli
 from forkhorse.adapters.containers.images import ImageRegistry
 
 pytestmark = pytest.mark.podman

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from forkhorse.adapters.containers.images import ImageRegistry
+from forkhorse.adapters.containers.images import IMAGE_NAMES as IMAGE_NAMES
+from forkhorse.adapters.containers.images import ImageRegistry, LocalImages
 from forkhorse.adapters.containers.podman import PodmanContainerPort
+from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
@@ -45,6 +47,7 @@ CHECKOUTS_DIR = "checkouts"
 HISTORY_DIR = "history"
 OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
 RECOVERY_WAIT_ON_CLOSE_SECONDS = 10.0
+IMAGE_CACHE_DIR = "image-cache"
 
 
 def queue_limits(environ: Mapping[str, str] | None = None) -> QueueLimits:
@@ -57,6 +60,11 @@ def open_home(home: Path) -> tuple[SqliteStore, DiskGitHost] | None:
     if not (home / DATABASE_NAME).is_file():
         return None
     return SqliteStore(home), DiskGitHost(home)
+
+
+def local_images(home: Path) -> LocalImages:
+    """`forkhorse image`'s adapters: the home's image registry and the host's podman."""
+    return LocalImages(ImageRegistry(home), Podman(), home / IMAGE_CACHE_DIR)
 
 
 @dataclass
