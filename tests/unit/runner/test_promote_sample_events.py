@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
-from forkhorse.runner.promote_steps import PromoteState, refusal_from_error
+from forkhorse.runner.contracts import PromoteState
+from forkhorse.runner.promote_steps import refusal_from_error
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted((ROOT / "events").glob("promote_*.json"))
