@@ -12,13 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from forkhorse.observability import lambda_handler, promote_keys, run_keys
+from forkhorse.observability import Correlate, lambda_handler, promote_keys, run_keys
 from forkhorse.runner import steps
 from forkhorse.runner.contracts import input_model, parse_step_input, to_wire
 from forkhorse.runner.promote_steps import PromoteDeps
 from forkhorse.wiring import aws
-
-Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 class _Providers:
@@ -33,43 +31,36 @@ class _Providers:
 providers = _Providers()
 
 
-def _on_the_wire[D, I: BaseModel](
-    step: Callable[[D, I], BaseModel],
-) -> Callable[[D, dict[str, Any]], dict[str, Any]]:
-    """The step between JSON ends: its input contract validated, its output dumped."""
-    model: type[I] = input_model(step)  # type: ignore[assignment]
+class StepHandler:
+    """One step's Lambda handler: the event validated into the step's input contract
+    (a bad event fails before any port is built), the step run on `deps()`, its output
+    dumped. `step` names the step, and so its contracts."""
 
-    def call(deps: D, event: dict[str, Any]) -> dict[str, Any]:
-        return to_wire(step(deps, parse_step_input(model, event)))
+    def __init__(
+        self, step: Callable[[Any, Any], BaseModel], deps: Callable[[], Any], correlate: Correlate
+    ) -> None:
+        self.step = step
+        model = input_model(step)
 
-    return call
+        @lambda_handler(correlate)
+        def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            step_input = parse_step_input(model, event)
+            return to_wire(step(deps(), step_input))
 
+        self._handle = handle
 
-def trusted_step[I: BaseModel](step: Callable[[steps.RunnerDeps, I], BaseModel]) -> Handler:
-    wired = _on_the_wire(step)
-
-    @lambda_handler(run_keys)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return wired(providers.runner(), event)
-
-    return handler
-
-
-def quick_step() -> Handler:
-    wired = _on_the_wire(steps.quick)
-
-    @lambda_handler(run_keys)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return wired(providers.quick(), event)
-
-    return handler
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        output: dict[str, Any] = self._handle(event, context)
+        return output
 
 
-def promote_step[I: BaseModel](step: Callable[[PromoteDeps, I], BaseModel]) -> Handler:
-    wired = _on_the_wire(step)
+def trusted_step[I: BaseModel](step: Callable[[steps.RunnerDeps, I], BaseModel]) -> StepHandler:
+    return StepHandler(step, lambda: providers.runner(), run_keys)
 
-    @lambda_handler(promote_keys)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return wired(providers.promote(), event)
 
-    return handler
+def quick_step() -> StepHandler:
+    return StepHandler(steps.quick, lambda: providers.quick(), run_keys)
+
+
+def promote_step[I: BaseModel](step: Callable[[PromoteDeps, I], BaseModel]) -> StepHandler:
+    return StepHandler(step, lambda: providers.promote(), promote_keys)
