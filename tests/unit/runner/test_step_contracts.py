@@ -220,5 +220,6 @@ def test_a_handler_refuses_a_bad_event_before_it_builds_any_port() -> None:
     """No AWS settings here: the refusal comes from the contract, not from wiring."""
     event = _load(EVENTS / "run_prepare.json")
     del event["run"]["commit"]
-    with pytest.raises(InvalidStepInput, match=r"ExecutionInput input: run\.commit: Field required"):
+    missing = r"ExecutionInput input: run\.commit: Field required"
+    with pytest.raises(InvalidStepInput, match=missing):
         _step_handler("run_prepare")(event, FakeLambdaContext())
