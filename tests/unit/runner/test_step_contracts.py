@@ -55,8 +55,7 @@ QUICK = QuickCheckDef(name="brand", module=".forkhorse/quick/brand.py")
 QUICK_JSON = '{"name": "brand", "tier": "quick", "module": ".forkhorse/quick/brand.py"}'
 FULL = FullCheckDef(name="unit", image="default", run="npm test")
 FULL_JSON = (
-    '{"name": "unit", "tier": "full", "image": "default", "run": "npm test", '
-    '"timeoutSeconds": 600}'
+    '{"name": "unit", "tier": "full", "image": "default", "run": "npm test", "timeoutSeconds": 600}'
 )
 DIGEST = "0ff4de39727d11b01410e0adece6ce1a27b3c9d1e5f60718293a4b5c6d7e8f90"
 
@@ -115,8 +114,7 @@ def test_the_samples_cover_every_step_function() -> None:
         ),
         (
             PreparedInvalid(discovery="invalid", message="bad", quick=[], full=[], quick_count=0),
-            '{"discovery": "invalid", "message": "bad", "quick": [], "full": [], '
-            '"quickCount": 0}',
+            '{"discovery": "invalid", "message": "bad", "quick": [], "full": [], "quickCount": 0}',
         ),
         (
             PreparedChecks(discovery="checks", tree="t", quick=[QUICK], full=[FULL], quick_count=1),
