@@ -20,6 +20,7 @@ from forkhorse.adapters.git import snapshot as snapshot_module
 from forkhorse.adapters.git.disk import DiskGitHost, DiskGitStore
 from forkhorse.adapters.git.probe import probe_object
 from forkhorse.adapters.git.snapshot import DulwichSnapshot, Entry, TreeListing
+from forkhorse.domain.checks import FullCheckDef
 from forkhorse.domain.limits import EXPORT, SNAPSHOT, ExportLimits
 from forkhorse.domain.snapshot import (
     BudgetExceeded,
@@ -29,6 +30,7 @@ from forkhorse.domain.snapshot import (
 )
 from forkhorse.ports.git import SnapshotReader
 from forkhorse.runner import steps
+from forkhorse.runner.contracts import FullItem
 from forkhorse.runner.steps import EXPORT_PREFIX, exported_checkout
 
 from tests.integration.runner.scenarios import checks_file, full, quick
@@ -384,10 +386,10 @@ def test_a_full_check_whose_export_outlasts_its_timeout_is_timed_out(
         return real_source(snapshot, execution, time.monotonic())  # type: ignore[arg-type]
 
     deps = dataclasses.replace(world.runtime.deps, checkout_source=out_of_time)
-    check = {**full("slow-export", "true"), "tier": "full"}
-    result = steps.full_start(deps, {"run": run.model_dump(mode="json"), "check": check})
-    assert result["done"] is True
-    assert result["outcome"] == "timed-out"
+    check = FullCheckDef.model_validate({**full("slow-export", "true"), "tier": "full"})
+    result = steps.full_start(deps, FullItem(run=run, check=check))
+    assert result.done is True
+    assert result.outcome == "timed-out"
     assert world.containers.started == []
     assert list(checkouts.iterdir()) == []
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 COMMAND_MODULES: tuple[str, ...] = (
     "forkhorse.flow.cli",
     "forkhorse.serve",
-    "forkhorse.adapters.containers.cli",
+    "forkhorse.cli_image",
     "forkhorse.gc",
 )
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from forkhorse.adapters.containers import cli
+from forkhorse import cli_image as cli
 from forkhorse.adapters.containers.images import ImageRegistry
 
 pytestmark = pytest.mark.podman

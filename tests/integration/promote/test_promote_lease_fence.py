@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from forkhorse.domain.model import Promotion
+from forkhorse.runner.contracts import PromoteState
 from forkhorse.runner.promote_steps import promote_write
 from forkhorse.service import Service, ServiceSettings
 from forkhorse.service.promotions import LEASE_LOST
@@ -32,8 +33,8 @@ def test_a_write_after_the_lease_was_stolen_is_refused(tmp_path: Path) -> None:
         context = Service(
             runtime.store, runtime.git, runtime.supervisor, runtime.deps.clock, ServiceSettings()
         ).context
-        state = {"projectId": "proj", "promotionId": promotion.id, "token": token}
-        assert promote_write(context, state)["outcome"] == "failed"
+        state = PromoteState(project_id="proj", promotion_id=promotion.id, token=token)
+        assert promote_write(context, state).outcome == "failed"
         settled = runtime.store.get_promotion("proj", promotion.id)
         assert settled is not None
         assert settled.refusal is not None

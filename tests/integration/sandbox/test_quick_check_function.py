@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +16,9 @@ from dulwich.repo import Repo
 from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.receipts import CheckRecord
+from forkhorse.runner.contracts import InvalidStepInput
 from forkhorse.wiring.handlers import providers
 from moto import mock_aws
-from pydantic import ValidationError
 
 from tests.support.aws import create_table_from_template
 from tests.support.lambda_context import FakeLambdaContext
@@ -114,20 +115,21 @@ def test_the_handler_runs_the_brand_check_and_drops_its_evidence(
 
 
 @pytest.mark.parametrize(
-    "event",
+    ("event", "named"),
     [
-        _event("0" * 40, {**CHECK, "tier": "full"}),
-        _event("0" * 40, {**CHECK, "image": "default"}),
-        {"run": {"commit": "0" * 40}, "check": CHECK},
-        {"run": _event("0" * 40)["run"]},
+        (_event("0" * 40, {**CHECK, "tier": "full"}), "check.tier: Input should be 'quick'"),
+        (_event("0" * 40, {**CHECK, "image": "default"}), "check.image: Extra inputs"),
+        ({"run": {"commit": "0" * 40}, "check": CHECK}, "run.projectId: Field required"),
+        ({"run": _event("0" * 40)["run"]}, "check: Field required"),
     ],
 )
 def test_a_bad_event_is_refused_before_anything_runs(
-    function: tuple[ModuleType, S3GitHost], event: dict[str, object]
+    function: tuple[ModuleType, S3GitHost], event: dict[str, object], named: str
 ) -> None:
-    """The state machine builds these events; anything else is an error its Catch finalizes."""
+    """The state machine builds these events; anything else is an error its Catch
+    finalizes, naming the field."""
     app, _ = function
-    with pytest.raises((ValidationError, KeyError)):
+    with pytest.raises(InvalidStepInput, match=re.escape(named)):
         app.handler(event, FakeLambdaContext())
 
 

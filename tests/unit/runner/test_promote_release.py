@@ -10,6 +10,7 @@ from typing import cast
 
 from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.ports.clock import SystemClock
+from forkhorse.runner.contracts import PromoteState
 from forkhorse.runner.promote_steps import PromoteDeps, promote_release
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,7 +26,8 @@ def test_a_lease_whose_promotion_is_gone_is_still_released(tmp_path: Path) -> No
     event["token"] = token
     deps = cast(PromoteDeps, SimpleNamespace(store=store, clock=SystemClock()))
 
-    assert promote_release(deps, event)["promotionId"] == event["promotionId"]
+    state = PromoteState.model_validate(event)
+    assert promote_release(deps, state).promotion_id == event["promotionId"]
 
     assert not store.check_fence(event["projectId"], token, now)
     assert store.acquire_lease(event["projectId"], "another-promotion", TTL, now) is not None

@@ -1,24 +1,13 @@
-"""Every PromoteRun step's sample event in events/ is a valid input for that step, and the
-settle sample carries the exact refusal a caught `PromoteRefused` hands it."""
+"""The settle sample carries the exact refusal a caught `PromoteRefused` hands it (every
+sample's validity is test_step_contracts')."""
 
 import json
 from pathlib import Path
 
-import pytest
-from forkhorse.runner.promote_steps import PromoteState, refusal_from_error
+from forkhorse.runner.contracts import PromoteState
+from forkhorse.runner.promote_steps import refusal_from_error
 
 ROOT = Path(__file__).resolve().parents[3]
-SAMPLES = sorted((ROOT / "events").glob("promote_*.json"))
-
-
-def test_every_promote_step_has_a_sample() -> None:
-    steps = {path.name for path in (ROOT / "functions").glob("promote_*")}
-    assert steps == {path.stem for path in SAMPLES}
-
-
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda path: path.stem)
-def test_the_sample_is_a_valid_step_input(path: Path) -> None:
-    PromoteState.model_validate(json.loads(path.read_text()))
 
 
 def test_the_settle_sample_carries_the_exact_409() -> None:

@@ -10,7 +10,9 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from forkhorse.domain.wire import WIRE_CONFIG
 
 CHECKS_PATH = ".forkhorse/checks"
 QUICK_MODULE_DIR = ".forkhorse/quick/"
@@ -48,15 +50,15 @@ class QuickCheckDef(BaseModel):
     """A quick check: one Python (stdlib-only) or JavaScript (import-free ES) module run in
     the quick sandbox."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = WIRE_CONFIG
 
     name: str
-    module: str
     tier: Literal["quick"] = "quick"
+    module: str
 
     def definition(self) -> dict[str, object]:
         """The normalized wire form recorded in a receipt's check record."""
-        return {"name": self.name, "tier": self.tier, "module": self.module}
+        return self.model_dump(mode="json")
 
     @property
     def language(self) -> QuickLanguage:
@@ -67,23 +69,17 @@ class QuickCheckDef(BaseModel):
 class FullCheckDef(BaseModel):
     """A full check: a shell command run in a container image named by deployment config."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = WIRE_CONFIG
 
     name: str
+    tier: Literal["full"] = "full"
     image: str
     run: str
     timeout_seconds: int = DEFAULT_FULL_TIMEOUT_SECONDS
-    tier: Literal["full"] = "full"
 
     def definition(self) -> dict[str, object]:
         """The normalized wire form, with the effective timeout spelled out."""
-        return {
-            "name": self.name,
-            "tier": self.tier,
-            "image": self.image,
-            "run": self.run,
-            "timeoutSeconds": self.timeout_seconds,
-        }
+        return self.model_dump(mode="json")
 
 
 type CheckDef = QuickCheckDef | FullCheckDef

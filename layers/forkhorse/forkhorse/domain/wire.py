@@ -11,3 +11,9 @@ WIRE_CONFIG = ConfigDict(
     populate_by_name=True,
     serialize_by_alias=True,
 )
+
+
+def is_none(value: object) -> bool:
+    """`Field(default=None, exclude_if=is_none)`: an optional field absent from the wire
+    unless set, so a model dumps exactly the keys its producer sent."""
+    return value is None

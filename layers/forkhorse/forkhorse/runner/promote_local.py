@@ -25,12 +25,13 @@ from typing import Any
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.journal import ENDED, STARTED, PromoteJournal
 from forkhorse.runner import promote_steps as steps
+from forkhorse.runner.contracts import PromoteStart, PromoteState, to_wire
 from forkhorse.runner.history import ExecutionHistory, read_history
 from forkhorse.service.context import Context
 
 log = logging.getLogger(__name__)
 
-Step = Callable[[steps.PromoteDeps, dict[str, Any]], dict[str, Any]]
+Step = Callable[[steps.PromoteDeps, PromoteState], PromoteState]
 # Called after each journal write with the step's name (tests kill the process there).
 AfterStep = Callable[[str], None]
 
@@ -66,7 +67,7 @@ class LocalPromotes:
     # --- the Orchestrator's promote half --------------------------------------------------
 
     def start(self, project_id: str, promotion_id: str) -> str:
-        state = {"projectId": project_id, "promotionId": promotion_id}
+        state = to_wire(PromoteStart(project_id=project_id, promotion_id=promotion_id))
         if not self._journal.start(promotion_id, state, self._c.clock.now()):
             raise ValueError("this promotion's workflow has already started")
         self._history(promotion_id).add(
@@ -172,7 +173,7 @@ class _Workflow:
         last = self._journal.last(self._id)
         if last is None or last[0] == ENDED:
             return
-        done, state = last
+        done, state = last[0], PromoteState.model_validate(last[1])
         if done in ("Release", "Settle"):
             self._end(state, failed=done == "Settle")
             return
@@ -182,7 +183,8 @@ class _Workflow:
                 state = self._step(name, self._body(name), state)
             state = self._step("Release", steps.promote_release, state)
         except Exception as failure:  # as the state machine's Catch, Release's included
-            state = self._step("Settle", steps.promote_settle, state | {"error": _error(failure)})
+            failed = state.model_copy(update={"error": _error(failure)})
+            state = self._step("Settle", steps.promote_settle, failed)
             self._end(state, failed=True)
             return
         self._end(state, failed=False)
@@ -196,8 +198,8 @@ class _Workflow:
             "Write": steps.promote_write,
         }[name]
 
-    def _step(self, name: str, body: Step, state: dict[str, Any]) -> dict[str, Any]:
-        self._history.entered("Task", name, state)
+    def _step(self, name: str, body: Step, state: PromoteState) -> PromoteState:
+        self._history.entered("Task", name, to_wire(state))
         try:
             output = body(self._c, state)
         except Exception as failure:
@@ -205,24 +207,25 @@ class _Workflow:
                 "TaskFailed", taskFailedEventDetails={"resource": name, **_error(failure)}
             )
             raise
-        self._journal.record(self._id, name, output, self._c.clock.now())
-        self._history.exited("Task", name, output)
+        self._journal.record(self._id, name, to_wire(output), self._c.clock.now())
+        self._history.exited("Task", name, to_wire(output))
         self._after_step(name)
         return output
 
-    def _end(self, state: dict[str, Any], failed: bool) -> None:
-        self._journal.record(self._id, ENDED, state, self._c.clock.now())
+    def _end(self, state: PromoteState, failed: bool) -> None:
+        output = to_wire(state)
+        self._journal.record(self._id, ENDED, output, self._c.clock.now())
         if failed:
-            details = state.get("error") or {}
+            details = state.error or {}
             self._history.add("ExecutionFailed", executionFailedEventDetails=details)
         else:
             self._history.add(
-                "ExecutionSucceeded", executionSucceededEventDetails={"output": str(state)}
+                "ExecutionSucceeded", executionSucceededEventDetails={"output": str(output)}
             )
 
     # --- the states Step Functions runs itself ---------------------------------------------
 
-    def _acquire(self, deps: steps.PromoteDeps, state: dict[str, Any]) -> dict[str, Any]:
+    def _acquire(self, deps: steps.PromoteDeps, state: PromoteState) -> PromoteState:
         """Acquire with the state machine's Retry: back off while the lease is busy."""
         deadline = time.monotonic() + deps.settings.lease_wait_seconds
         pause = _LEASE_RETRY_FIRST
@@ -235,19 +238,19 @@ class _Workflow:
                 time.sleep(pause)
                 pause = min(pause * 2, _LEASE_RETRY_MAX)
 
-    def _run_checks(self, deps: steps.PromoteDeps, state: dict[str, Any]) -> dict[str, Any]:
+    def _run_checks(self, deps: steps.PromoteDeps, state: PromoteState) -> PromoteState:
         """The nested receipt run (`startExecution.sync`): start it unless a restart ended
         it, and wait for it within the lease, renewing the lease meanwhile. A run still
         going at the lease's end is stopped; Verify then refuses."""
-        if state.get("run") is None:
+        run = state.run
+        if run is None:
             return state
-        run = RunRef.model_validate(state["run"])
         review = deps.store.get_review(run.review_id)
         execution = None if review is None else review.execution
         current = execution is not None and execution.generation == run.generation
         if current and execution is not None and execution.is_running:
             self._start_once(deps, run)
-        bound = time.monotonic() + float(state.get("leaseSeconds") or 0)
+        bound = time.monotonic() + float(state.lease_seconds or 0)
         while not deps.orchestrator.wait(run, _RENEW_EVERY_SECONDS):
             if time.monotonic() > bound:
                 deps.orchestrator.cancel_run(run)

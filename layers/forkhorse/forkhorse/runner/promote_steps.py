@@ -1,10 +1,11 @@
 """The steps of one promote workflow (PromoteRun): acquire, start-run, verify, write,
 release, and the Catch target settle (renew is the lease's heartbeat).
 
-Each step takes and returns plain JSON, exactly what the PromoteRun state machine passes
-between its states, so the same functions run behind Step Functions (one Lambda each) and
-in the local supervisor (`runner/promote_local.py`), which journals each step's output. A
-step's output is its input plus what it adds, so any later step has what it needs.
+Each step takes and returns its contract (`runner/contracts.py`), whose wire form is exactly
+what the PromoteRun state machine passes between its states, so the same functions run
+behind Step Functions (one Lambda each) and in the local supervisor
+(`runner/promote_local.py`), which journals each step's output. A step's output is its input
+plus what it adds, so any later step has what it needs.
 
 Refusals raise `PromoteRefused`, whose message is the refusal's JSON (status, error,
 reasons): the Catch hands it to `promote_settle` as `Cause`, which stores it as the
@@ -21,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from forkhorse import observability
 from forkhorse.domain.checks import CHECKS_PATH, CheckDef, FullCheckDef, parse_checks
@@ -32,8 +33,8 @@ from forkhorse.domain.model import Promotion, Refusal, Review
 from forkhorse.domain.receipts import format_timestamp
 from forkhorse.domain.run import RunRef
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotError
-from forkhorse.domain.wire import WIRE_CONFIG
 from forkhorse.ports.git import DEFAULT_BRANCH
+from forkhorse.runner.contracts import PromoteStart, PromoteState, RunReserved
 from forkhorse.service import promotion_rules as rules
 from forkhorse.service.approvals import gather_evidence
 from forkhorse.service.context import Context
@@ -75,29 +76,10 @@ class PromoteRefused(Exception):
         return cls(rules.refusal_of(error))
 
 
-class PromoteState(BaseModel):
-    """What flows between the states: ids from the request, then what each step adds."""
-
-    model_config = WIRE_CONFIG
-
-    project_id: str
-    promotion_id: str
-    token: int | None = None
-    lease_seconds: int | None = None
-    lease_expires_at: str | None = None
-    required: bool | None = None
-    run: RunRef | None = None
-    digest: str | None = None
-    outcome: str | None = None
-    error: dict[str, str] | None = None
-
-
-def _state(event: dict[str, Any]) -> PromoteState:
-    return PromoteState.model_validate(event)
-
-
-def _out(state: PromoteState, **added: Any) -> dict[str, Any]:
-    return state.model_copy(update=added).model_dump(mode="json", exclude_none=True)
+def _out(state: PromoteState, **added: Any) -> PromoteState:
+    """The state passed on: the input plus what the step adds (a plain `PromoteState`: only
+    StartRun's output keeps a null `run` on the wire)."""
+    return PromoteState.model_validate({**dict(state), **added})
 
 
 def _token(state: PromoteState) -> int:
@@ -110,7 +92,7 @@ def _refusing(error: ServiceError) -> PromoteRefused:
     return PromoteRefused.of(error)
 
 
-def _promotion(deps: PromoteDeps, state: PromoteState) -> Promotion:
+def _promotion(deps: PromoteDeps, state: PromoteStart) -> Promotion:
     promotion = deps.store.get_promotion(state.project_id, state.promotion_id)
     if promotion is None:
         raise _refusing(NotFound(rules.NO_PROMOTION))
@@ -147,10 +129,9 @@ def _declared_checks(deps: PromoteDeps, project_id: str, commit: str) -> list[Ch
         return []
 
 
-def promote_acquire(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def promote_acquire(deps: PromoteDeps, state: PromoteStart) -> PromoteState:
     """Take the project's lease, reconcile what a dead promote left, recheck consent,
     claim and heads, and begin the promotion (pending: it fences the project)."""
-    state = _state(event)
     queued = _promotion(deps, state)
     if queued.state not in ("queued", "pending"):
         raise _refusing(Conflict(rules.JOB_STOPPED))  # settled meanwhile: nothing to do
@@ -169,8 +150,9 @@ def promote_acquire(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
     except ServiceError as refused:
         deps.store.release_lease(project.id, queued.id, token)
         raise _refusing(refused) from refused
-    return _out(
-        state,
+    return PromoteState(
+        project_id=state.project_id,
+        promotion_id=state.promotion_id,
         token=token,
         lease_seconds=int(ttl.total_seconds()),
         lease_expires_at=format_timestamp(now + ttl),
@@ -204,9 +186,8 @@ def _begin(
         raise Conflict(rules.FENCED)
 
 
-def promote_renew(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def promote_renew(deps: PromoteDeps, state: PromoteState) -> PromoteState:
     """The heartbeat: extend the lease by its TTL; refused once it was lost."""
-    state = _state(event)
     ttl = timedelta(seconds=state.lease_seconds or LEASE_MARGIN_SECONDS)
     now = deps.clock.now()
     if not deps.store.renew_lease(state.project_id, state.promotion_id, _token(state), ttl, now):
@@ -214,11 +195,10 @@ def promote_renew(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
     return _out(state, lease_expires_at=format_timestamp(now + ttl))
 
 
-def promote_release(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def promote_release(deps: PromoteDeps, state: PromoteState) -> PromoteState:
     """Release the lease; a write that raised (uncertain) is first reconciled against
     canonical's head under it, since a promote of a commit canonical already reached is
     refused before it could reconcile it."""
-    state = _state(event)
     token = _token(state)
     # A lease is released whatever became of its promotion: a missing one never blocks it.
     promotion = deps.store.get_promotion(state.project_id, state.promotion_id)
@@ -232,12 +212,11 @@ def promote_release(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
 # --- the before-promote run --------------------------------------------------------------
 
 
-def promote_start_run(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def promote_start_run(deps: PromoteDeps, state: PromoteState) -> RunReserved:
     """Required mode: reserve the fresh before-promote generation (the caller starts and
     waits for it). Advisory mode starts no checks: `run` stays null."""
-    state = _state(event)
     if not state.required:
-        return _out(state) | {"run": None}
+        return RunReserved.model_validate({**dict(state), "run": None})
     if not deps.store.check_fence(state.project_id, _token(state), deps.clock.now()):
         raise _refusing(Conflict(rules.LEASE_LOST))
     promotion = _promotion(deps, state)
@@ -246,16 +225,15 @@ def promote_start_run(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any
         run = reserve_run(deps, review, promotion.commit, "before-promote")
     except ServiceError as refused:
         raise _refusing(refused) from refused
-    return _out(state, run=run)
+    return RunReserved.model_validate({**dict(state), "run": run})
 
 
 # --- verify ------------------------------------------------------------------------------
 
 
-def promote_verify(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def promote_verify(deps: PromoteDeps, state: PromoteState) -> PromoteState:
     """Judge the finished run (required mode), recheck claim and both heads, and arm the
     promotion (writing) under the lease."""
-    state = _state(event)
     promotion = _promotion(deps, state)
     if promotion.state != "pending":
         return _out(state, digest=promotion.digest)  # armed already: resumed after a crash
@@ -305,11 +283,10 @@ def _recheck(deps: PromoteDeps, promotion: Promotion) -> None:
 # --- the canonical write -----------------------------------------------------------------
 
 
-def promote_write(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def promote_write(deps: PromoteDeps, state: PromoteState) -> PromoteState:
     """Fast-forward canonical with a compare-and-set, fenced by the lease; the ledger entry
     and the outcome are written in one transaction. An exception during the write leaves
     the promotion uncertain, which fences the project until it is reconciled."""
-    state = _state(event)
     promotion = _promotion(deps, state)
     if promotion.state == "writing":
         _write(deps, promotion, _token(state))
@@ -374,14 +351,13 @@ def error_of(exception: BaseException) -> dict[str, str]:
     return {"Error": type(exception).__name__, "Cause": str(exception)}
 
 
-def promote_settle(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def promote_settle(deps: PromoteDeps, state: PromoteState) -> PromoteState:
     """Record a refused or failed workflow's outcome and release its lease (retaken as the
     holder: the error path may not know the token, e.g. when acquire itself failed). A
     promotion already writing or uncertain is reconciled against canonical's head while the
     lease is held, as a dead workflow's is (`settle_stopped`): its writer has stopped, and
     left open it would read as pending and then fence the project, while a promote of the
     same commit is refused before it could reconcile it (canonical may be there already)."""
-    state = _state(event)
     promotion = deps.store.get_promotion(state.project_id, state.promotion_id)
     if promotion is not None and promotion.state in ("queued", "pending"):
         rules.settle(deps, promotion, "failed", refusal=refusal_from_error(state.error))

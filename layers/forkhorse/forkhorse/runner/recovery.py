@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forkhorse.domain.run import RunRef
+from forkhorse.runner.contracts import ExecutionInput, ExecutionState, PromoteStart
 from forkhorse.runner.promote_steps import PromoteDeps, settle_stopped
 from forkhorse.runner.steps import EXPORT_PREFIX, RunnerDeps, finalize
 
@@ -36,12 +36,12 @@ SWEEP_PAGE = 100
 
 def finalize_interrupted(deps: RunnerDeps, execution_input: str) -> bool:
     """Mark the execution's run as an infrastructure error; False when it was not running."""
-    run = RunRef.model_validate(json.loads(execution_input)["run"])
+    run = ExecutionInput.model_validate_json(execution_input).run
     review = deps.store.get_review(run.review_id)
     execution = None if review is None else review.execution
     if execution is None or execution.generation != run.generation or not execution.is_running:
         return False
-    finalize(deps, {"run": run.model_dump(mode="json"), "infrastructureError": True})
+    finalize(deps, ExecutionState(run=run, infrastructure_error=True))
     return True
 
 
@@ -64,8 +64,8 @@ def on_promote_status_change(deps: PromoteDeps, event: dict[str, Any]) -> dict[s
     detail = event["detail"]
     if detail["status"] not in INTERRUPTED:
         return {"promotion": None}
-    ids = json.loads(detail["input"])
-    return {"promotion": settle_stopped(deps, ids["projectId"], ids["promotionId"])}
+    ids = PromoteStart.model_validate_json(detail["input"])
+    return {"promotion": settle_stopped(deps, ids.project_id, ids.promotion_id)}
 
 
 def _interrupted_inputs(sfn: SFNClient, state_machine_arn: str) -> Iterator[str]:
@@ -83,8 +83,8 @@ def settle_interrupted_promotes(deps: PromoteDeps, sfn: SFNClient, machine_arn: 
     """Settle the promotions of interrupted PromoteRun executions still open; how many."""
     settled = 0
     for execution_input in _interrupted_inputs(sfn, machine_arn):
-        ids = json.loads(execution_input)
-        promotion = deps.store.get_promotion(ids["projectId"], ids["promotionId"])
+        ids = PromoteStart.model_validate_json(execution_input)
+        promotion = deps.store.get_promotion(ids.project_id, ids.promotion_id)
         if promotion is None or promotion.settled_at is not None:
             continue
         settled += settle_stopped(deps, promotion.project_id, promotion.id) in ("done", "failed")

@@ -1,9 +1,10 @@
 """The steps of one receipt run: prepare, quick, full-start, full-poll, finalize.
 
-Each step takes and returns plain JSON, exactly what the ReceiptRun state machine passes
-between its states, so the same functions run behind Step Functions (one Lambda each) and
-in the local supervisor. Check evidence travels between steps as content-addressed records
-in the Store: only digests go through the state machine, which keeps payloads small.
+Each step takes and returns its contract (`runner/contracts.py`), whose wire form is exactly
+what the ReceiptRun state machine passes between its states, so the same functions run
+behind Step Functions (one Lambda each) and in the local supervisor. Check evidence travels
+between steps as content-addressed records in the Store: only digests go through the state
+machine, which keeps payloads small.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from forkhorse import observability, records
 from forkhorse.domain.checks import (
@@ -30,6 +30,7 @@ from forkhorse.domain.logs import EMPTY_LOG, BoundedLog
 from forkhorse.domain.receipts import (
     CheckRecord,
     FinalOutcome,
+    Outcome,
     ReceiptRecord,
     ReceiptSummary,
     SummaryCheck,
@@ -57,7 +58,6 @@ from forkhorse.domain.snapshot import (
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.containers import (
     ContainerError,
-    ContainerHandle,
     ContainerPort,
     ContainerSpec,
 )
@@ -65,6 +65,20 @@ from forkhorse.ports.evidence import EvidenceDrop
 from forkhorse.ports.git import ArchiveLink, GitHost, Snapshot
 from forkhorse.ports.sandbox import QuickSandbox
 from forkhorse.ports.store import Store
+from forkhorse.runner.contracts import (
+    ExecutionInput,
+    ExecutionState,
+    Finalized,
+    FullItem,
+    FullProgress,
+    Prepared,
+    PreparedAbsent,
+    PreparedChecks,
+    PreparedInvalid,
+    QuickDropped,
+    QuickItem,
+    StepResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -208,47 +222,45 @@ def _open_snapshot(deps: RunnerDeps, run: RunRef) -> Snapshot:
     return deps.git.store(run.project_id).open_snapshot(run.commit)
 
 
-def prepare(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+def prepare(deps: RunnerDeps, event: ExecutionInput) -> Prepared:
     """Resolve the exact commit's check definitions and show them as running."""
-    run = RunRef.model_validate(event["run"])
+    run = event.run
     snapshot = _open_snapshot(deps, run)
     try:
         text = snapshot.reader(SnapshotBudget()).read(CHECKS_PATH)
     except SnapshotError:
         return _invalid(UNREADABLE_CONFIG)
     if text is None:
-        return {"discovery": "absent", "quick": [], "full": [], "quickCount": 0}
+        return PreparedAbsent(discovery="absent", quick=[], full=[], quick_count=0)
     try:
         definitions = parse_checks(text)
     except InvalidChecksConfig as invalid:
         return _invalid(invalid.message)
-    wire = [definition.definition() for definition in definitions]
-    _publish_checks(deps, run, running_checks(wire))
-    quick = [d for d in wire if d["tier"] == "quick"]
-    return {
-        "discovery": "checks",
-        "tree": snapshot.tree,
-        "quick": quick,
-        "full": [d for d in wire if d["tier"] == "full"],
-        "quickCount": len(quick),
-    }
+    _publish_checks(deps, run, running_checks([d.definition() for d in definitions]))
+    quick = [d for d in definitions if isinstance(d, QuickCheckDef)]
+    return PreparedChecks(
+        discovery="checks",
+        tree=snapshot.tree,
+        quick=quick,
+        full=[d for d in definitions if isinstance(d, FullCheckDef)],
+        quick_count=len(quick),
+    )
 
 
-def _invalid(message: str) -> dict[str, Any]:
-    return {"discovery": "invalid", "message": message, "quick": [], "full": [], "quickCount": 0}
+def _invalid(message: str) -> PreparedInvalid:
+    return PreparedInvalid(discovery="invalid", message=message, quick=[], full=[], quick_count=0)
 
 
 # --- quick ------------------------------------------------------------------------------
 
 
-def quick(deps: QuickDeps, event: dict[str, Any]) -> dict[str, Any]:
+def quick(deps: QuickDeps, event: QuickItem) -> QuickDropped:
     """Run one quick check in a fresh sandbox and drop its evidence for `quick_record`.
 
     On AWS this is the only step inside the isolated quick-check Lambda: it reads the
     snapshot and writes the drop, and touches nothing else.
     """
-    run = RunRef.model_validate(event["run"])
-    definition = QuickCheckDef.model_validate(event["check"])
+    run, definition = event.run, event.check
     try:
         snapshot = deps.git.store(run.project_id).open_snapshot(run.commit)
     except Exception:  # a missing object, an unsafe tree or storage trouble: fail closed
@@ -256,47 +268,39 @@ def quick(deps: QuickDeps, event: dict[str, Any]) -> dict[str, Any]:
         record = unopened_snapshot_record(definition, deps.sandbox.platform)
     else:
         record = deps.sandbox.run_check(snapshot, definition)
-    return {"run": event["run"], "name": record.name, "evidence": deps.evidence.put(record)}
+    return QuickDropped(run=run, name=record.name, evidence=deps.evidence.put(record))
 
 
 def unopened_snapshot_record(definition: QuickCheckDef, platform: str) -> CheckRecord:
     return quick_not_run(definition, platform, SNAPSHOT_UNAVAILABLE)
 
 
-def quick_record(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+def quick_record(deps: RunnerDeps, event: QuickDropped) -> StepResult:
     """Move a quick check's dropped evidence into the Store and show it on /state."""
-    run = RunRef.model_validate(event["run"])
-    record = deps.evidence.take(event["evidence"])
-    if record.name != event["name"] or record.tier != "quick":
+    record = deps.evidence.take(event.evidence)
+    if record.name != event.name or record.tier != "quick":
         raise LookupError("the dropped evidence is not this quick check's")
-    _publish_check_result(deps, run, record)
+    _publish_check_result(deps, event.run, record)
     return _step_result(deps, record)
 
 
-def _step_result(deps: RunnerDeps, record: CheckRecord) -> dict[str, Any]:
+def _step_result(deps: RunnerDeps, record: CheckRecord) -> StepResult:
     digest = records.put_json(deps.store, record.model_dump(mode="json"), deps.clock.now())
-    return {
-        "name": record.name,
-        "outcome": record.outcome,
-        "passed": record.outcome == "passed",
-        "result": digest,
-    }
+    return StepResult(
+        name=record.name,
+        outcome=_final(record.outcome),
+        passed=record.outcome == "passed",
+        result=digest,
+    )
+
+
+def _final(outcome: Outcome) -> FinalOutcome:
+    if outcome == "running":
+        raise ValueError("a check's stored evidence is never still running")
+    return outcome
 
 
 # --- full -------------------------------------------------------------------------------
-
-
-def _full_definition(event: dict[str, Any]) -> FullCheckDef:
-    check = dict(event["check"])
-    check.pop("tier", None)
-    return FullCheckDef.model_validate(
-        {
-            "name": check["name"],
-            "image": check["image"],
-            "run": check["run"],
-            "timeout_seconds": check["timeoutSeconds"],
-        }
-    )
 
 
 def _container_record(
@@ -324,16 +328,26 @@ def _container_record(
     )
 
 
-def _finished_full(deps: RunnerDeps, run: RunRef, record: CheckRecord) -> dict[str, Any]:
-    _publish_check_result(deps, run, record)
-    return {"done": True, **_step_result(deps, record)}
+def _finished_full(
+    deps: RunnerDeps, event: FullItem, record: CheckRecord, poll_seconds: float | None = None
+) -> FullProgress:
+    _publish_check_result(deps, event.run, record)
+    result = _step_result(deps, record)
+    return FullProgress(
+        run=event.run,
+        check=event.check,
+        poll_seconds=poll_seconds,
+        done=True,
+        name=result.name,
+        outcome=result.outcome,
+        passed=result.passed,
+        result=result.result,
+    )
 
 
-def full_start(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+def full_start(deps: RunnerDeps, event: FullItem) -> FullProgress:
     """Resolve the pinned image, then start the container on the exact checkout."""
-    run = RunRef.model_validate(event["run"])
-    definition = _full_definition(event)
-    base = {"run": event["run"], "check": event["check"], "pollSeconds": deps.poll_seconds}
+    run, definition = event.run, event.check
     started = time.monotonic()
     deadline = started + definition.timeout_seconds  # the export runs inside the timeout
     try:
@@ -353,11 +367,13 @@ def full_start(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
         )
     except ContainerError as error:
         record = _container_record(deps, definition, "", "infrastructure-error", str(error), None)
-        return {**base, **_finished_full(deps, run, record)}
+        return _finished_full(deps, event, record, deps.poll_seconds)
     except SnapshotError as refused:
         record = _unexported_record(deps, definition, refused, started)
-        return {**base, **_finished_full(deps, run, record)}
-    return {**base, "done": False, "handle": handle.model_dump(mode="json")}
+        return _finished_full(deps, event, record, deps.poll_seconds)
+    return FullProgress(
+        run=run, check=definition, poll_seconds=deps.poll_seconds, done=False, handle=handle
+    )
 
 
 def _seconds_left(deadline: float) -> int:
@@ -378,13 +394,14 @@ def _unexported_record(
     return _container_record(deps, definition, "", "infrastructure-error", error.message, None)
 
 
-def full_poll(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+def full_poll(deps: RunnerDeps, event: FullProgress) -> FullProgress:
     """While running, report not done; once ended, collect, destroy and store the evidence."""
-    run = RunRef.model_validate(event["run"])
-    handle = ContainerHandle.model_validate(event["handle"])
+    handle = event.handle
+    if event.done or handle is None:
+        raise ValueError("full_poll polls a started container that has not finished")
     if deps.containers.poll(handle) == "running":
-        return {**event, "done": False}
-    definition = _full_definition(event)
+        return event
+    definition = event.check
     try:
         result = deps.containers.collect(handle)
     finally:
@@ -399,31 +416,29 @@ def full_poll(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
         result.stdout,
         result.stderr,
     )
-    finished = _finished_full(deps, run, record)
-    return {"run": event["run"], "check": event["check"], **finished}
+    return _finished_full(deps, FullItem(run=event.run, check=definition), record)
 
 
 # --- finalize ---------------------------------------------------------------------------
 
 
-def finalize(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
+def finalize(deps: RunnerDeps, event: ExecutionState) -> Finalized:
     """Publish the record, chunks then manifest, and attach it by compare-and-set."""
-    run = RunRef.model_validate(event["run"])
-    if event.get("infrastructureError"):
+    run, prepared = event.run, event.prepared
+    if event.infrastructure_error or prepared is None:
         return _finalize_infrastructure_error(deps, run)
-    prepared = event["prepared"]
-    discovery = prepared["discovery"]
-    if discovery == "absent":
-        return {"attached": False, "discovery": "absent", **_discard(deps, run)}
-    if discovery == "invalid":
-        return _finalize_invalid(deps, run, str(prepared["message"]))
+    if isinstance(prepared, PreparedAbsent):
+        return _discard(deps, run)
+    if isinstance(prepared, PreparedInvalid):
+        return _finalize_invalid(deps, run, prepared.message)
     check_records = _collect_records(deps, prepared, event)
     return _publish(deps, run, prepared, check_records)
 
 
-def _discard(deps: RunnerDeps, run: RunRef) -> dict[str, Any]:
+def _discard(deps: RunnerDeps, run: RunRef) -> Finalized:
     """No `.forkhorse/checks`: the review reads `receipt: null` once discovery is done."""
-    return {"discarded": deps.store.discard_execution(run.review_id, run.generation)}
+    discarded = deps.store.discard_execution(run.review_id, run.generation)
+    return Finalized(attached=False, discovery="absent", discarded=discarded)
 
 
 def _load_record(deps: RunnerDeps, digest: str) -> CheckRecord:
@@ -434,32 +449,32 @@ def _load_record(deps: RunnerDeps, digest: str) -> CheckRecord:
 
 
 def _collect_records(
-    deps: RunnerDeps, prepared: dict[str, Any], event: dict[str, Any]
+    deps: RunnerDeps, prepared: PreparedChecks, event: ExecutionState
 ) -> list[CheckRecord]:
-    quick_records = [_load_record(deps, item["result"]) for item in event.get("quick", [])]
-    if len(quick_records) != len(prepared["quick"]):
+    quick_records = [_load_record(deps, item.result) for item in event.quick or []]
+    if len(quick_records) != len(prepared.quick):
         raise LookupError("a quick check produced no evidence")
     if not quick_gate_open(quick_records):
         observability.quick_gate_refused()
-        return quick_records + [skipped_full_check(d) for d in prepared["full"]]
-    full_records = [_load_record(deps, item["result"]) for item in event.get("full", [])]
-    if len(full_records) != len(prepared["full"]):
+        return quick_records + [skipped_full_check(d.definition()) for d in prepared.full]
+    full_records = [_load_record(deps, item.result) for item in event.full or []]
+    if len(full_records) != len(prepared.full):
         raise LookupError("a full check produced no evidence")
     return quick_records + full_records
 
 
 def _publish(
-    deps: RunnerDeps, run: RunRef, prepared: dict[str, Any], checks: list[CheckRecord]
-) -> dict[str, Any]:
+    deps: RunnerDeps, run: RunRef, prepared: PreparedChecks, checks: list[CheckRecord]
+) -> Finalized:
     status = run_status(checks)
     final = _finished_summary(deps, run, status, [c.summary() for c in checks])
     if final is None:
-        return {"attached": False, "reason": "stale generation"}
+        return Finalized(attached=False, reason="stale generation")
     record = ReceiptRecord(
         project=run.project_id,
         review_id=run.review_id,
         commit=run.commit,
-        tree=prepared["tree"],
+        tree=prepared.tree,
         generation=run.generation,
         trigger=run.trigger,
         status=status,
@@ -482,7 +497,7 @@ def _publish(
     )
     if not attached:
         _publish_unattached(deps, run, final)
-    return {"attached": attached, "digest": digest, "status": status}
+    return Finalized(attached=attached, digest=digest, status=status)
 
 
 def _publish_unattached(deps: RunnerDeps, run: RunRef, final: ReceiptSummary) -> None:
@@ -495,31 +510,31 @@ def _publish_unattached(deps: RunnerDeps, run: RunRef, final: ReceiptSummary) ->
     deps.store.update_summary(run.review_id, run.generation, unattached)
 
 
-def _finalize_invalid(deps: RunnerDeps, run: RunRef, message: str) -> dict[str, Any]:
+def _finalize_invalid(deps: RunnerDeps, run: RunRef, message: str) -> Finalized:
     return finalize_refused(deps, run, CONFIG_CHECK_NAME, message)
 
 
-def finalize_refused(deps: RunnerDeps, run: RunRef, name: str, message: str) -> dict[str, Any]:
+def finalize_refused(deps: RunnerDeps, run: RunRef, name: str, message: str) -> Finalized:
     """End a run before any check ran, as an infrastructure error with one row saying why."""
     row = infrastructure_row(name, message)
     final = _finished_summary(deps, run, "infrastructure-error", [row])
     if final is not None:
         deps.store.update_summary(run.review_id, run.generation, final)
-    return {"attached": False, "status": "infrastructure-error"}
+    return Finalized(attached=False, status="infrastructure-error")
 
 
-def _finalize_infrastructure_error(deps: RunnerDeps, run: RunRef) -> dict[str, Any]:
+def _finalize_infrastructure_error(deps: RunnerDeps, run: RunRef) -> Finalized:
     """The catch-all: a static message, no digest, every unfinished check marked."""
     summary = _current_summary(deps, run)
     if summary is None:
-        return {"attached": False, "status": "infrastructure-error"}
+        return Finalized(attached=False, status="infrastructure-error")
     if summary.status != "running":  # it ended after all: its attach landed, then failed
-        return {"attached": summary.digest is not None, "status": summary.status}
+        return Finalized(attached=summary.digest is not None, status=_final(summary.status))
     rows = [_failed_row(row) for row in summary.checks]
     final = _finished_summary(deps, run, "infrastructure-error", rows)
     if final is not None:
         deps.store.update_summary(run.review_id, run.generation, final)
-    return {"attached": False, "status": "infrastructure-error"}
+    return Finalized(attached=False, status="infrastructure-error")
 
 
 def _failed_row(row: SummaryCheck) -> SummaryCheck:

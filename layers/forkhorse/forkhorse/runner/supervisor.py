@@ -1,8 +1,9 @@
 """The local supervisor: runs ReceiptRun's states in the state machine's order, on threads.
 
 It is the local stand-in for Step Functions. It calls the same step functions with the same
-JSON, follows the same choices (discovery, the quick gate, the full poll loop) and routes any
-unexpected failure to the infrastructure-error finalizer, as the state machine's Catch does.
+contracts (`runner/contracts.py`), follows the same choices (discovery, the quick gate, the
+full poll loop) and routes any unexpected failure to the infrastructure-error finalizer, as
+the state machine's Catch does.
 
 Runs are scheduled fairly (`runner/scheduler.py`): per-project and per-agent limits,
 before-promote runs first, quick and full checks in separate lanes. A superseded run is
@@ -20,14 +21,25 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forkhorse.domain.checks import QuickCheckDef
+from pydantic import BaseModel
+
 from forkhorse.domain.limits import QUEUE, QueueLimits
 from forkhorse.domain.model import InvalidatedExecution
 from forkhorse.domain.run import RunRef
-from forkhorse.ports.containers import ContainerHandle
 from forkhorse.ports.git import PackCollector
 from forkhorse.runner import steps
 from forkhorse.runner.collector import collect
+from forkhorse.runner.contracts import (
+    ExecutionState,
+    Finalized,
+    FullItem,
+    FullResult,
+    PreparedChecks,
+    QuickGate,
+    QuickItem,
+    StepResult,
+    to_wire,
+)
 from forkhorse.runner.history import ExecutionHistory, read_history
 from forkhorse.runner.recovery import remove_stale_exports
 from forkhorse.runner.scheduler import Cancelled, FairScheduler, Job, QueueFull, Ticket
@@ -37,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Step = Callable[[steps.RunnerDeps, dict[str, Any]], dict[str, Any]]
 QUEUE_CHECK_NAME = "receipt queue"
 SUPERSEDED = "A newer execution of this review superseded this one."
 COLLECT_EVERY = timedelta(hours=1)  # as the AWS collector's schedule
@@ -240,8 +251,8 @@ class LocalSupervisor:
 
     def _run_to_end(self, run: RunRef, ticket: Ticket) -> None:
         history = self._history(run.generation)
-        state: dict[str, Any] = {"run": run.model_dump(mode="json")}
-        history.add("ExecutionStarted", executionStartedEventDetails={"input": str(state)})
+        state = ExecutionState(run=run)
+        history.add("ExecutionStarted", executionStartedEventDetails={"input": str(to_wire(state))})
         try:
             output = _Execution(self._deps, self._quick_deps, history, state, ticket).run()
         except Cancelled:
@@ -250,11 +261,13 @@ class LocalSupervisor:
             return
         except Exception:
             log.exception("receipt run %s failed on infrastructure", run.generation)
-            error_input = {"run": state["run"], "infrastructureError": True}
+            error_input = ExecutionState(run=run, infrastructure_error=True)
             output = _task(
                 self._deps, history, "FinalizeInfrastructureError", steps.finalize, error_input
             )
-        history.add("ExecutionSucceeded", executionSucceededEventDetails={"output": str(output)})
+        history.add(
+            "ExecutionSucceeded", executionSucceededEventDetails={"output": str(to_wire(output))}
+        )
 
 
 def _is_priority(run: RunRef) -> bool:
@@ -265,12 +278,16 @@ def _aborted() -> dict[str, Any]:
     return {"executionAbortedEventDetails": {"error": "Superseded", "cause": SUPERSEDED}}
 
 
-def _task(
-    deps: steps.RunnerDeps, history: ExecutionHistory, name: str, step: Step, state: dict[str, Any]
-) -> dict[str, Any]:
-    history.entered("Task", name, state)
+def _task[I: BaseModel, O: BaseModel](
+    deps: steps.RunnerDeps,
+    history: ExecutionHistory,
+    name: str,
+    step: Callable[[steps.RunnerDeps, I], O],
+    state: I,
+) -> O:
+    history.entered("Task", name, to_wire(state))
     output = step(deps, state)
-    history.exited("Task", name, output)
+    history.exited("Task", name, to_wire(output))
     return output
 
 
@@ -282,7 +299,7 @@ class _Execution:
         deps: steps.RunnerDeps,
         quick_deps: steps.QuickDeps,
         history: ExecutionHistory,
-        state: dict[str, Any],
+        state: ExecutionState,
         ticket: Ticket,
     ) -> None:
         self._deps = deps
@@ -291,78 +308,76 @@ class _Execution:
         self._state = state
         self._ticket = ticket
 
-    def run(self) -> dict[str, Any]:
-        state = self._state
-        state["prepared"] = self._task("Prepare", steps.prepare, state)
-        if state["prepared"]["discovery"] == "checks":
-            self._checks()
-        return self._task("Finalize", steps.finalize, state)
+    def run(self) -> Finalized:
+        prepared = self._task("Prepare", steps.prepare, self._state)
+        self._state = self._state.model_copy(update={"prepared": prepared})
+        if isinstance(prepared, PreparedChecks):
+            self._checks(prepared)
+        return self._task("Finalize", steps.finalize, self._state)
 
-    def _task(self, name: str, step: Step, state: dict[str, Any]) -> dict[str, Any]:
+    def _task[I: BaseModel, O: BaseModel](
+        self, name: str, step: Callable[[steps.RunnerDeps, I], O], state: I
+    ) -> O:
         self._ticket.check()  # a superseded run stops between steps
         return _task(self._deps, self._history, name, step, state)
 
-    def _checks(self) -> None:
-        state = self._state
-        prepared = state["prepared"]
-        if prepared["quickCount"] > 0:
-            state["quick"] = self._map("QuickChecks", prepared["quick"], self._quick)
-            closed = not all(item["passed"] for item in state["quick"])
-            self._choice("QuickGate", {"closed": closed})
-            if closed:
+    def _checks(self, prepared: PreparedChecks) -> None:
+        run = self._state.run
+        if prepared.quick_count > 0:
+            quick_items = [QuickItem(run=run, check=check) for check in prepared.quick]
+            quick = self._map("QuickChecks", quick_items, self._quick)
+            gate = QuickGate(closed=not all(item.passed for item in quick))
+            self._state = self._state.model_copy(update={"quick": quick, "quick_gate": gate})
+            self._choice("QuickGate", to_wire(gate))
+            if gate.closed:
                 return
-        state["full"] = self._map("FullChecks", prepared["full"], self._full)
+        full_items = [FullItem(run=run, check=check) for check in prepared.full]
+        full = self._map("FullChecks", full_items, self._full)
+        self._state = self._state.model_copy(update={"full": full})
 
     def _choice(self, name: str, decision: dict[str, Any]) -> None:
         self._history.entered("Choice", name, decision)
         self._history.exited("Choice", name, decision)
 
-    def _map(
-        self,
-        name: str,
-        items: list[dict[str, Any]],
-        iteration: Callable[[dict[str, Any]], dict[str, Any]],
-    ) -> list[dict[str, Any]]:
+    def _map[I: BaseModel, O: BaseModel](
+        self, name: str, items: list[I], iteration: Callable[[I], O]
+    ) -> list[O]:
         self._history.entered("Map", name, {"items": len(items)})
         results = []
-        for index, check in enumerate(items):
+        for index, item in enumerate(items):
             self._history.add(
                 "MapIterationStarted",
                 mapIterationStartedEventDetails={"name": name, "index": index},
             )
-            results.append(iteration({"run": self._state["run"], "check": check}))
+            results.append(iteration(item))
             self._history.add(
                 "MapIterationSucceeded",
                 mapIterationSucceededEventDetails={"name": name, "index": index},
             )
-        self._history.exited("Map", name, results)
+        self._history.exited("Map", name, [to_wire(result) for result in results])
         return results
 
-    def _quick(self, item: dict[str, Any]) -> dict[str, Any]:
+    def _quick(self, item: QuickItem) -> StepResult:
         # The state machine picks the quick function by the module's extension; locally one
         # sandbox runs both languages, so only the history shows the choice.
-        language = QuickCheckDef.model_validate(item["check"]).language
-        task = "QuickCheckJs" if language == "javascript" else "QuickCheck"
-        self._choice("QuickRuntime", {"module": item["check"]["module"]})
+        task = "QuickCheckJs" if item.check.language == "javascript" else "QuickCheck"
+        self._choice("QuickRuntime", {"module": item.check.module})
         with self._ticket.slot("quick"):
             self._ticket.check()
-            self._history.entered("Task", task, item)
+            self._history.entered("Task", task, to_wire(item))
             dropped = steps.quick(self._quick_deps, item)
-            self._history.exited("Task", task, dropped)
+            self._history.exited("Task", task, to_wire(dropped))
         return self._task("QuickRecord", steps.quick_record, dropped)
 
-    def _full(self, item: dict[str, Any]) -> dict[str, Any]:
+    def _full(self, item: FullItem) -> FullResult:
         with self._ticket.slot("full"):
             state = self._task("FullStart", steps.full_start, item)
             try:
-                while not state["done"]:
-                    self._ticket.pause(state["pollSeconds"])
+                while not state.done:
+                    self._ticket.pause(state.poll_seconds or self._deps.poll_seconds)
                     state = self._task("FullPoll", steps.full_poll, state)
             except Cancelled:
-                self._deps.containers.destroy(ContainerHandle.model_validate(state["handle"]))
+                if state.handle is not None:
+                    self._deps.containers.destroy(state.handle)
                 raise
-        return {
-            "name": item["check"]["name"],
-            "outcome": state["outcome"],
-            "result": state["result"],
-        }
+        return state.finished()

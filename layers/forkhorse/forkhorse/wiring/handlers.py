@@ -1,4 +1,5 @@
-"""Lambda handlers for the ReceiptRun and PromoteRun steps: event in, one step, JSON out.
+"""Lambda handlers for the ReceiptRun and PromoteRun steps: the event validated into the
+step's input contract, one step, its output contract dumped as the state machine's JSON.
 
 Handlers get their ports from `providers`, AWS's composition root by default, so tests (and
 the Step Functions drift guard) dispatch the very same handlers onto local adapters.
@@ -9,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from forkhorse.observability import lambda_handler, promote_keys, run_keys
+from pydantic import BaseModel
+
+from forkhorse.observability import Correlate, lambda_handler, promote_keys, run_keys
 from forkhorse.runner import steps
+from forkhorse.runner.contracts import input_model, parse_step_input, to_wire
 from forkhorse.runner.promote_steps import PromoteDeps
 from forkhorse.wiring import aws
-
-Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 class _Providers:
@@ -29,25 +31,36 @@ class _Providers:
 providers = _Providers()
 
 
-def trusted_step(step: Callable[[steps.RunnerDeps, dict[str, Any]], dict[str, Any]]) -> Handler:
-    @lambda_handler(run_keys)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return step(providers.runner(), event)
+class StepHandler:
+    """One step's Lambda handler: the event validated into the step's input contract
+    (a bad event fails before any port is built), the step run on `deps()`, its output
+    dumped. `step` names the step, and so its contracts."""
 
-    return handler
+    def __init__(
+        self, step: Callable[[Any, Any], BaseModel], deps: Callable[[], Any], correlate: Correlate
+    ) -> None:
+        self.step = step
+        model = input_model(step)
+
+        @lambda_handler(correlate)
+        def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            step_input = parse_step_input(model, event)
+            return to_wire(step(deps(), step_input))
+
+        self._handle = handle
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        output: dict[str, Any] = self._handle(event, context)
+        return output
 
 
-def quick_step() -> Handler:
-    @lambda_handler(run_keys)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return steps.quick(providers.quick(), event)
-
-    return handler
+def trusted_step[I: BaseModel](step: Callable[[steps.RunnerDeps, I], BaseModel]) -> StepHandler:
+    return StepHandler(step, lambda: providers.runner(), run_keys)
 
 
-def promote_step(step: Callable[[PromoteDeps, dict[str, Any]], dict[str, Any]]) -> Handler:
-    @lambda_handler(promote_keys)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return step(providers.promote(), event)
+def quick_step() -> StepHandler:
+    return StepHandler(steps.quick, lambda: providers.quick(), run_keys)
 
-    return handler
+
+def promote_step[I: BaseModel](step: Callable[[PromoteDeps, I], BaseModel]) -> StepHandler:
+    return StepHandler(step, lambda: providers.promote(), promote_keys)

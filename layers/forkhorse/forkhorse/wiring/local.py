@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from forkhorse.adapters.containers.images import ImageRegistry
+from forkhorse.adapters.containers.images import IMAGE_NAMES as IMAGE_NAMES
+from forkhorse.adapters.containers.images import ImageRegistry, LocalImages, user_cache_dir
 from forkhorse.adapters.containers.podman import PodmanContainerPort
+from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
@@ -57,6 +59,11 @@ def open_home(home: Path) -> tuple[SqliteStore, DiskGitHost] | None:
     if not (home / DATABASE_NAME).is_file():
         return None
     return SqliteStore(home), DiskGitHost(home)
+
+
+def local_images(home: Path) -> LocalImages:
+    """`forkhorse image`'s adapters: the home's image registry and the host's podman."""
+    return LocalImages(ImageRegistry(home), Podman(), user_cache_dir())
 
 
 @dataclass

@@ -102,7 +102,7 @@ class EventBusEnvironment(_Environment):
 
 
 class LocalSettings(_Environment):
-    """`forkhorse serve` and `forkhorse gc`: their command-line options' defaults."""
+    """`forkhorse serve`, `gc` and `image`: their command-line options' defaults."""
 
     home: str = Field(default=".forkhorse-local", alias="FORKHORSE_HOME")
     port: int = Field(default=8787, alias="FORKHORSE_PORT", ge=0, le=65535)

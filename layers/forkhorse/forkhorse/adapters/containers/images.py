@@ -34,6 +34,7 @@ from forkhorse.ports.containers import ContainerError, ImageUnresolved, require_
 
 DEFAULT_IMAGE = "default"
 BUSYBOX_IMAGE = "busybox"
+IMAGE_NAMES = (DEFAULT_IMAGE, BUSYBOX_IMAGE)  # what `forkhorse image build` can build
 REGISTRY_FILE = "images.json"
 LOCAL_REPOSITORY = "localhost/forkhorse"
 CHECK_UID = 1000
@@ -103,6 +104,31 @@ class ImageRegistry:
         ) as temporary:
             json.dump(entries, temporary, indent=2, sort_keys=True)
         os.replace(temporary.name, self.path)
+
+
+class LocalImages:
+    """The operator's images under one home: build them, list them, see which are present."""
+
+    def __init__(self, registry: ImageRegistry, podman: Podman, cache_dir: Path) -> None:
+        self.registry = registry
+        self._podman = podman
+        self._cache_dir = cache_dir
+
+    def present(self, reference: str) -> bool:
+        return image_present(self._podman, reference)
+
+    def build(self, name: str, progress: Progress = print, *, rebuild: bool = False) -> str:
+        """Build one of `IMAGE_NAMES` and record its reference; `ContainerError` if it fails.
+
+        An image built from the same inputs is reused unless `rebuild`."""
+        if name == DEFAULT_IMAGE:
+            progress("Building the default image (Debian nodejs, npm, git); about a minute.")
+            return build_default_image(
+                self.registry, self._podman, self._cache_dir, progress, rebuild=rebuild
+            )
+        if name == BUSYBOX_IMAGE:
+            return build_busybox_image(self.registry, self._podman, progress)
+        raise ImageUnresolved(f"{name} is not an image Forkhorse builds.")
 
 
 def image_present(podman: Podman, reference: str) -> bool:

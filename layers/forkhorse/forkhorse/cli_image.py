@@ -2,27 +2,17 @@
 
 The registry of image names to `@sha256:` references lives in the state directory
 (`FORKHORSE_HOME`, default `.forkhorse-local`); nothing is pulled from an image registry.
+The adapters come from the local composition root (`wiring.local.local_images`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from forkhorse.adapters.containers.images import (
-    BUSYBOX_IMAGE,
-    DEFAULT_IMAGE,
-    ImageRegistry,
-    build_busybox_image,
-    build_default_image,
-    image_present,
-    user_cache_dir,
-)
-from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.ports.containers import ContainerError
-
-DEFAULT_HOME = ".forkhorse-local"
+from forkhorse.wiring.local import IMAGE_NAMES, local_images
+from forkhorse.wiring.settings import LocalSettings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     image.add_argument("--home", type=Path, default=None, help="state directory")
     actions = image.add_subparsers(dest="image_command", required=True)
     build = actions.add_parser("build", help="build a local image and record its digest")
-    build.add_argument("name", choices=(DEFAULT_IMAGE, BUSYBOX_IMAGE))
+    build.add_argument("name", choices=IMAGE_NAMES)
     build.add_argument(
         "--if-missing", action="store_true", help="do nothing when the image is already built"
     )
@@ -45,24 +35,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _home(args: argparse.Namespace) -> Path:
     home: Path | None = args.home
     # debootstrap refuses a relative cache directory, and the cwd may change later.
-    return (home or Path(os.environ.get("FORKHORSE_HOME", DEFAULT_HOME))).resolve()
+    return (home or Path(LocalSettings.from_environ().home)).resolve()
 
 
 def _build(args: argparse.Namespace) -> int:
-    home, podman = _home(args), Podman()
-    registry = ImageRegistry(home)
-    known = registry.entries().get(args.name)
-    if args.if_missing and known and image_present(podman, known):
+    images = local_images(_home(args))
+    known = images.registry.entries().get(args.name)
+    if args.if_missing and known and images.present(known):
         print(f"Image {args.name} is present: {known}")
         return 0
     try:
-        if args.name == DEFAULT_IMAGE:
-            print("Building the default image (Debian nodejs, npm, git); about a minute.")
-            reference = build_default_image(
-                registry, podman, user_cache_dir(), rebuild=args.rebuild
-            )
-        else:
-            reference = build_busybox_image(registry, podman)
+        reference = images.build(args.name, rebuild=args.rebuild)
     except ContainerError as error:
         print(f"Image build failed: {error}")
         return 1
@@ -71,11 +54,11 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    podman = Podman()
-    entries = ImageRegistry(_home(args)).entries()
+    images = local_images(_home(args))
+    entries = images.registry.entries()
     if not entries:
         print("No images. Build one: forkhorse image build default")
     for name, reference in sorted(entries.items()):
-        state = "present" if image_present(podman, reference) else "missing"
+        state = "present" if images.present(reference) else "missing"
         print(f"{name}\t{reference}\t{state}")
     return 0
