@@ -40,7 +40,7 @@ class _AsWritten(BaseModel):
     """Bodies holding a review receipt's classification, whose keys are the Flow-Next
     contract's as written (`pre_existing` stays snake_case): no alias generator reaches it."""
 
-    model_config = ConfigDict(WIRE_CONFIG, alias_generator=None)
+    model_config = ConfigDict(**{**WIRE_CONFIG, "alias_generator": None})
 
 
 class ErrorBody(_Response):
