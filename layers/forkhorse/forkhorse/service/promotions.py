@@ -94,12 +94,6 @@ class Promotions:
             raise Conflict(ALREADY_RUNNING)
         return self._await(queued, self._wait(wait_seconds))
 
-    def wait(self, review_id: str, wait_seconds: float | None = None) -> PromoteAnswer | None:
-        """Wait on the review's latest promote job; None when it has none."""
-        review = self._c.store.get_review(review_id)
-        latest = None if review is None else self._latest(review)
-        return None if latest is None else self._await(latest, self._wait(wait_seconds))
-
     def status(self, caller: Caller, project_id: str, review_id: str) -> PromoteAnswer:
         """What the promote request would have answered: 202 while it runs, then its result."""
         project = self._c.owned_project(caller, project_id, "read promotions")
