@@ -146,7 +146,7 @@ def _outcome(world: AwsWorld, case: Case) -> dict[str, Any]:
     summary = world.summary(review_id)
     return {
         "status": answer.status,
-        "body": _without_ids(answer.body),
+        "body": _without_ids(answer.body.model_dump(mode="json")),
         "canonical": {initial: "unchanged", commit: "fast-forwarded"}.get(world.canonical()),
         "ledger": len(world.store.ledger(world.project_id)),
         "state": promotion.state,
