@@ -66,7 +66,7 @@ def test_what_one_receipt_run_and_one_promote_cost_on_aws(
     with counting_aws_calls(monkeypatch) as review_usage:
         review_id = aws_world.service().reviews.request(
             lane.agent, aws_world.project_id, lane.packet_id, lane.fork_id, commit, False
-        )["review"]["id"]
+        ).review.id
         with review_usage.uncounted():
             aws_world.wait_receipt(review_id)
         aws_world.service().approvals.approve(OWNER, aws_world.project_id, review_id, commit)
