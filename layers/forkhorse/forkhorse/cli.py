@@ -7,12 +7,15 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from forkhorse.client import cli as client_cli
+
 # Modules exposing `register(subparsers)`; each adds its subcommands and sets `func`.
 COMMAND_MODULES: tuple[str, ...] = (
     "forkhorse.flow.cli",
     "forkhorse.serve",
     "forkhorse.adapters.containers.cli",
     "forkhorse.gc",
+    "forkhorse.client.cli",
 )
 
 
@@ -26,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(client_cli.route(parser, arguments))
     code: int = args.func(args)
     return code
 
