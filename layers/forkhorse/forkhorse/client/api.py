@@ -16,9 +16,9 @@ import httpx
 from pydantic import BaseModel
 
 from forkhorse.api import models as bodies
-from forkhorse.client import wire
 from forkhorse.client.config import ClientConfig
 from forkhorse.client.errors import ApiError, ServiceUnavailable
+from forkhorse.service import responses
 
 CONNECT_SECONDS = 10.0
 # A promote request may wait up to the service's promote wait (25 s) before answering.
@@ -27,6 +27,15 @@ CONNECT_RETRIES = 3
 IDEMPOTENT_ATTEMPTS = 4
 RETRY_PAUSE_SECONDS = 0.5
 IDEMPOTENT = frozenset({"GET", "PUT", "DELETE", "PATCH"})
+
+
+type PromoteAnswer = responses.Promoted | responses.PromotionPending
+
+
+def _promotion(status: int, payload: Any) -> PromoteAnswer:
+    if status == 202:
+        return responses.PromotionPending.model_validate(payload)
+    return responses.Promoted.model_validate(payload)
 
 
 def _body(model: BaseModel) -> dict[str, Any]:
@@ -66,7 +75,9 @@ class ForkhorseClient:
         attempts = IDEMPOTENT_ATTEMPTS if method in IDEMPOTENT else 1
         for attempt in range(1, attempts + 1):
             try:
-                response = self._http.request(method, path, json=body)
+                # Every mutating request must say JSON, even one without a body.
+                headers = {} if method == "GET" else {"Content-Type": "application/json"}
+                response = self._http.request(method, path, json=body, headers=headers)
             except httpx.TransportError as exc:
                 if attempt == attempts:
                     raise ServiceUnavailable(
@@ -96,104 +107,102 @@ class ForkhorseClient:
         return model.model_validate(payload)
 
     # --- projects (owner) -------------------------------------------------------------------
-    def list_projects(self) -> wire.ProjectList:
-        return self._get(wire.ProjectList, "GET", "/projects")
+    def list_projects(self) -> responses.ProjectList:
+        return self._get(responses.ProjectList, "GET", "/projects")
 
-    def create_project(self, name: str, require_receipt: bool = True) -> wire.ProjectAnswer:
+    def create_project(self, name: str, require_receipt: bool = True) -> responses.ProjectBody:
         body = bodies.CreateProject(name=name, requireReceipt=require_receipt)
-        return self._get(wire.ProjectAnswer, "POST", "/projects", _body(body))
+        return self._get(responses.ProjectBody, "POST", "/projects", _body(body))
 
-    def set_settings(self, project: str, require_receipt: bool) -> wire.SettingsAnswer:
+    def set_settings(self, project: str, require_receipt: bool) -> responses.SettingsBody:
         body = bodies.Settings(requireReceipt=require_receipt)
         path = f"/projects/{project}/settings"
-        return self._get(wire.SettingsAnswer, "PATCH", path, body.model_dump(by_alias=True))
+        return self._get(responses.SettingsBody, "PATCH", path, body.model_dump(by_alias=True))
 
-    def set_policy(self, project: str, protect_checks: bool) -> dict[str, Any]:
+    def set_policy(self, project: str, protect_checks: bool) -> responses.PolicyBody:
         body = bodies.Policy(protectChecks=protect_checks).model_dump(by_alias=True)
-        return dict(self.request("PUT", f"/projects/{project}/policy", body)[1])
+        return self._get(responses.PolicyBody, "PUT", f"/projects/{project}/policy", body)
 
-    def state(self, project: str) -> wire.ProjectState:
-        return self._get(wire.ProjectState, "GET", f"/projects/{project}/state")
+    def state(self, project: str) -> responses.ProjectState:
+        return self._get(responses.ProjectState, "GET", f"/projects/{project}/state")
 
-    def create_agent(self, name: str) -> wire.AgentAnswer:
-        return self._get(wire.AgentAnswer, "POST", "/agents", _body(bodies.CreateAgent(name=name)))
+    def create_agent(self, name: str) -> responses.CreatedAgent:
+        body = _body(bodies.CreateAgent(name=name))
+        return self._get(responses.CreatedAgent, "POST", "/agents", body)
 
-    def revoke_agent(self, agent_id: str) -> dict[str, Any]:
-        return dict(self.request("DELETE", f"/agents/{agent_id}")[1])
+    def revoke_agent(self, agent_id: str) -> responses.RevokedAgent:
+        return self._get(responses.RevokedAgent, "DELETE", f"/agents/{agent_id}")
 
-    def add_member(self, project: str, agent_id: str) -> wire.MemberAnswer:
+    def add_member(self, project: str, agent_id: str) -> responses.MemberBody:
         body = _body(bodies.AddMember(agentId=agent_id))
-        return self._get(wire.MemberAnswer, "POST", f"/projects/{project}/members", body)
+        return self._get(responses.MemberBody, "POST", f"/projects/{project}/members", body)
 
-    def create_packet(self, project: str, title: str) -> wire.PacketAnswer:
+    def create_packet(self, project: str, title: str) -> responses.PacketBody:
         body = _body(bodies.CreatePacket(title=title))
-        return self._get(wire.PacketAnswer, "POST", f"/projects/{project}/packets", body)
+        return self._get(responses.PacketBody, "POST", f"/projects/{project}/packets", body)
 
     # --- agents -----------------------------------------------------------------------------
-    def create_fork(self, project: str, name: str) -> wire.ForkAnswer:
+    def create_fork(self, project: str, name: str) -> responses.ForkBody:
         body = _body(bodies.CreateFork(name=name))
-        return self._get(wire.ForkAnswer, "POST", f"/projects/{project}/forks", body)
+        return self._get(responses.ForkBody, "POST", f"/projects/{project}/forks", body)
 
-    def claim(self, project: str, packet: str) -> wire.ClaimAnswer:
+    def claim(self, project: str, packet: str) -> responses.ClaimBody:
         path = f"/projects/{project}/packets/{packet}/claim"
-        return self._get(wire.ClaimAnswer, "POST", path)
+        return self._get(responses.ClaimBody, "POST", path)
 
-    def release(self, project: str, packet: str) -> wire.ClaimAnswer:
+    def release(self, project: str, packet: str) -> responses.ReleasedClaim:
         path = f"/projects/{project}/packets/{packet}/claim"
-        return self._get(wire.ClaimAnswer, "DELETE", path)
+        return self._get(responses.ReleasedClaim, "DELETE", path)
 
     def request_review(
         self, project: str, packet: str, fork: str, commit: str, follow_pushes: bool = False
-    ) -> wire.ReviewAnswer:
+    ) -> responses.ReviewBody:
         body = bodies.RequestReview(
             packetId=packet, forkId=fork, commit=commit, followPushes=follow_pushes
         )
         path = f"/projects/{project}/reviews"
-        return self._get(wire.ReviewAnswer, "POST", path, _body(body))
+        return self._get(responses.ReviewBody, "POST", path, _body(body))
 
     def add_review_receipt(
         self, project: str, review: str, receipt: dict[str, Any]
-    ) -> wire.StoredReviewReceipt:
+    ) -> responses.StoredReviewReceipt:
         path = f"/projects/{project}/reviews/{review}/review-receipts"
-        return self._get(wire.StoredReviewReceipt, "POST", path, receipt)
+        return self._get(responses.StoredReviewReceipt, "POST", path, receipt)
 
-    def list_review_receipts(self, project: str, review: str) -> wire.ReviewReceiptList:
+    def list_review_receipts(self, project: str, review: str) -> responses.ReviewReceiptList:
         path = f"/projects/{project}/reviews/{review}/review-receipts"
-        return self._get(wire.ReviewReceiptList, "GET", path)
+        return self._get(responses.ReviewReceiptList, "GET", path)
 
     # --- reviews (owner) --------------------------------------------------------------------
-    def receipt(self, project: str, review: str) -> wire.RecordAnswer:
+    def receipt(self, project: str, review: str) -> responses.ReceiptBody:
         path = f"/projects/{project}/reviews/{review}/receipt"
-        return self._get(wire.RecordAnswer, "GET", path)
+        return self._get(responses.ReceiptBody, "GET", path)
 
     def approve(
         self, project: str, review: str, commit: str, accept_checks_change: bool = False
-    ) -> wire.ApprovalAnswer:
+    ) -> responses.ApprovalBody:
         body = bodies.ApproveBody(commit=commit, acceptChecksChange=accept_checks_change)
         path = f"/projects/{project}/reviews/{review}/approve"
-        return self._get(wire.ApprovalAnswer, "POST", path, _body(body))
+        return self._get(responses.ApprovalBody, "POST", path, _body(body))
 
-    def promote(self, project: str, review: str, commit: str) -> tuple[int, wire.PromotionAnswer]:
-        """200 when done, 202 while the before-promote run goes on; refusals raise."""
+    def promote(self, project: str, review: str, commit: str) -> PromoteAnswer:
+        """Done (200), or pending (202) while the before-promote run goes on; refusals raise."""
         body = _body(bodies.CommitBody(commit=commit))
-        status, payload = self.request(
-            "POST", f"/projects/{project}/reviews/{review}/promote", body
-        )
-        return status, wire.PromotionAnswer.model_validate(payload)
+        path = f"/projects/{project}/reviews/{review}/promote"
+        return _promotion(*self.request("POST", path, body))
 
-    def promotion(self, project: str, review: str) -> tuple[int, wire.PromotionAnswer]:
-        status, payload = self.request("GET", f"/projects/{project}/reviews/{review}/promotion")
-        return status, wire.PromotionAnswer.model_validate(payload)
+    def promotion(self, project: str, review: str) -> PromoteAnswer:
+        return _promotion(*self.request("GET", f"/projects/{project}/reviews/{review}/promotion"))
 
-    def gate(self, project: str, review: str) -> wire.GateAnswer:
-        return self._get(wire.GateAnswer, "GET", f"/projects/{project}/reviews/{review}/gate")
+    def gate(self, project: str, review: str) -> responses.GateView:
+        return self._get(responses.GateView, "GET", f"/projects/{project}/reviews/{review}/gate")
 
-    def history(self, project: str, review: str) -> wire.HistoryAnswer:
+    def history(self, project: str, review: str) -> responses.HistoryView:
         path = f"/projects/{project}/reviews/{review}/history"
-        return self._get(wire.HistoryAnswer, "GET", path)
+        return self._get(responses.HistoryView, "GET", path)
 
     # --- conveniences -----------------------------------------------------------------------
-    def review(self, project: str, review: str) -> wire.Review:
+    def review(self, project: str, review: str) -> responses.ReviewView:
         for found in self.state(project).reviews:
             if found.id == review:
                 return found

