@@ -19,18 +19,23 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forkhorse", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    arguments = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(client_cli.route(parser, arguments))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in client_cli.COMMANDS:
+        # An agent's command (or git's credential helper) loads only the client: it starts fast.
+        parser = build_parser(("forkhorse.client.cli",))
+    else:
+        parser = build_parser()
+        arguments = client_cli.route(parser, arguments)
+    args = parser.parse_args(arguments)
     code: int = args.func(args)
     return code
 

@@ -71,9 +71,7 @@ class Cli:
             env["FORKHORSE_PROJECT"] = self.project
         return env | extra
 
-    def run(
-        self, *args: str, cwd: Path | None = None, stdin: str | None = None, **env: str
-    ) -> Ran:
+    def run(self, *args: str, cwd: Path | None = None, stdin: str | None = None, **env: str) -> Ran:
         stop = threading.Event()
         sampler = threading.Thread(target=self._sample, args=(stop,), daemon=True)
         sampler.start()

@@ -21,7 +21,9 @@ FAILING_QUICK = "def check(ctx):\n    return {'ok': False, 'message': 'Not yet.'
 
 
 def _submit(agent: AgentSeat, *extra: str) -> tuple[int, dict[str, object]]:
-    ran = agent.cli.run("submit", "--packet", agent.packet, "--json", *extra, cwd=agent.checkout.path)
+    ran = agent.cli.run(
+        "submit", "--packet", agent.packet, "--json", *extra, cwd=agent.checkout.path
+    )
     return ran.code, ran.json()
 
 
@@ -51,7 +53,15 @@ def test_an_agent_submits_and_the_owner_approves_and_promotes(
     waited = agent.cli.run("wait", review, "--json")
     assert waited.code == 0, waited.stderr
     summary = waited.json()
-    assert set(summary) == {"project", "review", "status", "exitCode", "digest", "console", "receipt"}
+    assert set(summary) == {
+        "project",
+        "review",
+        "status",
+        "exitCode",
+        "digest",
+        "console",
+        "receipt",
+    }
     assert (summary["status"], summary["exitCode"]) == ("passed", 0)
     assert summary["receipt"]["trigger"] == "review-created"
     assert [c["outcome"] for c in summary["receipt"]["checks"]] == ["passed", "passed"]
@@ -95,7 +105,10 @@ def test_a_failing_quick_check_exits_1_and_starts_no_container(
     assert code == 1
     assert (summary["status"], summary["exitCode"]) == ("failed", 1)
     checks = summary["receipt"]["checks"]  # type: ignore[index]
-    assert [(c["name"], c["outcome"]) for c in checks] == [("quick", "failed"), ("full-0", "failed")]
+    assert [(c["name"], c["outcome"]) for c in checks] == [
+        ("quick", "failed"),
+        ("full-0", "failed"),
+    ]
     # The full check never ran: skipped before any container or snapshot URL.
     assert checks[1]["message"] == SKIPPED_FULL_MESSAGE
     assert checks[1]["durationMs"] is None

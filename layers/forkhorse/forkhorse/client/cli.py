@@ -32,6 +32,23 @@ from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
 
 type Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 REVIEW_GATE = "review-gate"
+# The commands `register` adds (`forkhorse.cli` loads only this module for them).
+COMMANDS = frozenset(
+    {
+        "login",
+        "git-credential",
+        "submit",
+        "status",
+        "wait",
+        "review-receipts",
+        "projects",
+        "approve",
+        "promote",
+        "settings",
+        REVIEW_GATE,
+        "mcp",
+    }
+)
 
 
 def register(subparsers: Subparsers) -> None:

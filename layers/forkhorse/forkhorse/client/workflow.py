@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,12 +129,15 @@ def promote(
     run: ReceiptSummary | None = None
     with contextlib.suppress(_Answered):
         run = watch(
-            lambda: _unless_answered(answer, review_summary(client, project, review)),
+            lambda: _unless_answered(answer, review_summary(client, project, review), fresh),
             progress,
             timeout=timeout,
             fresh=fresh,
         )
     request.join(timeout)
+    if run is None:  # the answer came first: the run's summary, if it was this promote's
+        current = review_summary(client, project, review)
+        run = current if current is not None and fresh(current) else None
     return _settle(client, project, review, answer, run, timeout)
 
 
@@ -141,9 +145,15 @@ class _Answered(Exception):
     """The promote request settled before its run's summary did."""
 
 
-def _unless_answered(answer: dict[str, Any], summary: ReceiptSummary | None) -> Any:
+def _unless_answered(
+    answer: dict[str, Any],
+    summary: ReceiptSummary | None,
+    fresh: Callable[[ReceiptSummary], bool],
+) -> ReceiptSummary | None:
+    """The summary to follow; stop following once the request settled and no run of its
+    own is to be seen (a refusal before any run)."""
     settled = "error" in answer or answer.get("status", 202) != 202
-    if settled and (summary is None or summary.status != "running"):
+    if settled and (summary is None or not fresh(summary)):
         raise _Answered
     return summary
 
