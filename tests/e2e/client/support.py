@@ -71,7 +71,13 @@ class Cli:
             env["FORKHORSE_PROJECT"] = self.project
         return env | extra
 
-    def run(self, *args: str, cwd: Path | None = None, stdin: str | None = None, **env: str) -> Ran:
+    def run(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Ran:
         stop = threading.Event()
         sampler = threading.Thread(target=self._sample, args=(stop,), daemon=True)
         sampler.start()
@@ -79,7 +85,7 @@ class Cli:
             done = subprocess.run(
                 [sys.executable, "-m", "forkhorse.cli", *args],
                 cwd=cwd or self.home,
-                env=self.env(**env),
+                env=self.env(**(env or {})),
                 input=stdin,
                 capture_output=True,
                 text=True,

@@ -54,6 +54,7 @@ def test_an_agent_submits_and_the_owner_approves_and_promotes(
     assert waited.code == 0, waited.stderr
     summary = waited.json()
     assert set(summary) == {
+        "commit",
         "project",
         "review",
         "status",
@@ -62,7 +63,7 @@ def test_an_agent_submits_and_the_owner_approves_and_promotes(
         "console",
         "receipt",
     }
-    assert (summary["status"], summary["exitCode"]) == ("passed", 0)
+    assert (summary["status"], summary["exitCode"], summary["commit"]) == ("passed", 0, commit)
     assert summary["receipt"]["trigger"] == "review-created"
     assert [c["outcome"] for c in summary["receipt"]["checks"]] == ["passed", "passed"]
 
@@ -136,14 +137,14 @@ def test_an_expired_claim_taken_by_another_agent_is_a_usage_error(
 def test_a_wrong_token_is_a_usage_error_with_the_services_sentence(
     server: Server, required: Project, owner_cli: Cli
 ) -> None:
-    ran = owner_cli.run("status", "--project", required.id, FORKHORSE_TOKEN="not-a-token")
+    ran = owner_cli.run("status", "--project", required.id, env={"FORKHORSE_TOKEN": "not-a-token"})
     assert ran.code == 3
     assert ran.stderr.startswith("error: ")
-    as_json = owner_cli.run("projects", "--json", FORKHORSE_TOKEN="not-a-token")
+    as_json = owner_cli.run("projects", "--json", env={"FORKHORSE_TOKEN": "not-a-token"})
     assert as_json.code == 3
     assert as_json.json()["status"] == 401
     assert "not-a-token" not in ran.stderr + as_json.stdout
-    missing = owner_cli.run("projects", FORKHORSE_TOKEN="")
+    missing = owner_cli.run("projects", env={"FORKHORSE_TOKEN": ""})
     assert (missing.code, missing.stderr) == (
         3,
         "error: No token: pass --token-file, set FORKHORSE_TOKEN or run `forkhorse login`.\n",

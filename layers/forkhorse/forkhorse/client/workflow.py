@@ -82,10 +82,11 @@ def wait_receipt(
 def outcome_summary(
     client: ForkhorseClient, project: str, review: str, summary: ReceiptSummary
 ) -> dict[str, Any]:
-    """What `--json` prints and the MCP tools answer once a receipt settles."""
+    """What `--json` prints once a receipt settles."""
     return {
         "project": project,
         "review": review,
+        "commit": client.review(project, review).commit,
         "status": summary.status,
         "exitCode": EXIT_OF_OUTCOME.get(summary.status, 2),
         "digest": summary.digest,
