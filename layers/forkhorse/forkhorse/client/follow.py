@@ -61,7 +61,7 @@ def follow(
     while True:
         summary = read()
         if summary is not None and (fresh is None or fresh(summary)):
-            for check in summary.checks:
+            for check in _begun(summary.checks):
                 ended = check.outcome != "running"
                 if check.name not in seen:
                     seen[check.name] = False
@@ -75,6 +75,15 @@ def follow(
         if time.monotonic() >= deadline:
             raise WaitTimedOut(timeout)
         time.sleep(poll)
+
+
+def _begun(checks: list[SummaryCheck]) -> Iterator[SummaryCheck]:
+    """The checks that have begun: the summary lists every declared check from the start,
+    but quick checks run one at a time, in order, and full checks only after them all."""
+    waiting = [c.name for c in checks if c.tier == "quick" and c.outcome == "running"]
+    for check in checks:
+        if not waiting or (check.tier == "quick" and check.name not in waiting[1:]):
+            yield check
 
 
 def review_summary(client: ForkhorseClient, project: str, review: str) -> ReceiptSummary | None:

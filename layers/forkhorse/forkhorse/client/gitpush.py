@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from forkhorse.client.config import TOKEN_VARIABLE, URL_VARIABLE
+from forkhorse.client.config import TOKEN_VARIABLE, URL_VARIABLE, resolve
 from forkhorse.client.errors import ClientError, UsageError
 
 GIT_SECONDS = 300
@@ -83,14 +83,17 @@ def push_head(checkout: Path, clone_url: str, token: str, *, force: bool = False
 
 
 def answer_credential(operation: str, request: str) -> str:
-    """The git credential protocol: for `get` on the service's host, the token; otherwise
-    nothing (git then fails closed, since prompting is off)."""
+    """The git credential protocol: for `get` on the configured service's host, its token
+    (from the environment or the profile, as for every command); otherwise nothing, and
+    git fails closed, since prompting is off."""
     if operation != "get":
         return ""
     fields = dict(line.split("=", 1) for line in request.splitlines() if "=" in line)
-    token = os.environ.get(TOKEN_VARIABLE, "")
-    service = urlsplit(os.environ.get(URL_VARIABLE, ""))
-    same_host = fields.get("host") == service.netloc and fields.get("protocol") == service.scheme
-    if not token or not same_host:
+    try:
+        found = resolve()
+    except UsageError:
         return ""
-    return f"username={GIT_USER}\npassword={token}\n"
+    service = urlsplit(found.url)
+    if fields.get("host") != service.netloc or fields.get("protocol") != service.scheme:
+        return ""
+    return f"username={GIT_USER}\npassword={found.token}\n"
