@@ -30,7 +30,7 @@ def _summary(status: str, *checks: tuple[str, str, str]) -> ReceiptSummary:
 
 def _events(*summaries: ReceiptSummary) -> list[Any]:
     reads = iter(summaries)
-    found = []
+    found: list[Any] = []
     for item in follow(lambda: next(reads), poll=0):
         if isinstance(item, CheckEvent):
             found.append((item.check.name, "started" if item.started else item.check.outcome))
@@ -59,5 +59,5 @@ def test_checks_start_in_run_order_and_each_ends_once() -> None:
 
 def test_a_wait_is_bounded() -> None:
     running = _summary("running")
-    with pytest.raises(WaitTimedOut, match="still running after 0.01 s"):
+    with pytest.raises(WaitTimedOut, match=r"still running after 0\.01 s"):
         list(follow(lambda: running, timeout=0.01, poll=0.001))
