@@ -15,14 +15,15 @@ SOAK_KILL_EVERY ?= 180
 SOAK_REPORT ?= soak-report.json
 SYSTEM_PACKAGES := podman runc bubblewrap nodejs debootstrap busybox-static uidmap chromium git
 
-.PHONY: help setup system-deps run test test-unit test-integration test-e2e test-hostile check lint bench clean soak test-soak
+.PHONY: help setup system-deps run test test-unit test-integration test-e2e test-hostile check lint openapi bench clean soak test-soak
 
 help:
 	@echo "make run    - set up and start Forkhorse on 127.0.0.1:$(FORKHORSE_PORT) with a demo project"
 	@echo "make test   - set up and run the whole test suite (unit, integration and e2e)"
 	@echo "make test-unit | test-integration | test-e2e - one layer of it"
 	@echo "make test-hostile - the hostile-agent suite alone (make test runs it too)"
-	@echo "make check  - lint, type-check, sam validate --lint, cfn-lint and sam build (never deploys)"
+	@echo "make check  - lint, type-check, openapi.json current, sam validate --lint, cfn-lint and sam build (never deploys)"
+	@echo "make openapi - regenerate the committed openapi.json (lists breaking changes first)"
 	@echo "make bench  - benchmarks (ratios against bare baselines measured in the same run)"
 	@echo "make soak   - $(SOAK_SECONDS) s of mixed traffic with kill -9 restarts; fails on 5xx or leaks"
 	@echo "make test-soak - a 75 s soak with one kill, as a test"
@@ -77,7 +78,10 @@ lint: $(VENV)/.installed
 	PYTHONPATH=layers/forkhorse $(VENV)/bin/lint-imports
 
 check: lint $(TOOLS)/.installed
-	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" scripts/check.sh
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" FORKHORSE_PYTHON="$(CURDIR)/$(PY)" scripts/check.sh
+
+openapi: $(VENV)/.installed
+	PYTHONPATH=layers/forkhorse $(PY) -m scripts.openapi write
 
 bench: setup
 	$(PY) -m pytest tests/bench -m bench --benchmark-enable -p no:randomly -s

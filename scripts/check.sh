@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # `make check`: validate and build the SAM application offline. It never deploys.
 set -euo pipefail
+# The committed openapi.json must be what the code generates; breaking changes against it
+# are listed apart (scripts/openapi). `make openapi` regenerates it.
+PYTHONPATH=layers/forkhorse "${FORKHORSE_PYTHON:-.venv/bin/python}" -m scripts.openapi check
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
 tools_python="$(dirname "$(command -v sam)")/python"
 python313_dir=$(dirname "$(scripts/find-python313.sh)")

@@ -58,19 +58,19 @@ def _world(app: LocalApp) -> tuple[str, str, dict[str, Any]]:
     _, owner_token = service.projects.create_principal("owner", "owner")
     owner = service.authenticate(owner_token)
     assert owner is not None
-    project = service.projects.create_project(owner, "bench", True)["project"]
+    project = service.projects.create_project(owner, "bench", True).project
     created = service.projects.create_agent(owner, "agent")
-    agent = service.authenticate(created["token"])
+    agent = service.authenticate(created.token)
     assert agent is not None
-    service.projects.add_member(owner, project["id"], agent.id)
-    fork = service.projects.create_fork(agent, project["id"], "fork")["fork"]
-    packet = service.projects.create_packet(owner, project["id"], "work")["packet"]
-    service.projects.claim(agent, project["id"], packet["id"])
-    repos = app.runtime.git.store(project["id"])
+    service.projects.add_member(owner, project.id, agent.id)
+    fork = service.projects.create_fork(agent, project.id, "fork").fork
+    packet = service.projects.create_packet(owner, project.id, "work").packet
+    service.projects.claim(agent, project.id, packet.id)
+    repos = app.runtime.git.store(project.id)
     commit = commit_files(repos, {"README.md": "bench\n"})
-    assert repos.update_fork_ref(fork["id"], "refs/heads/main", None, commit)
-    ids = {"project": project["id"], "fork": fork["id"], "packet": packet["id"], "commit": commit}
-    return owner_token, created["token"], ids
+    assert repos.update_fork_ref(fork.id, "refs/heads/main", None, commit)
+    ids = {"project": project.id, "fork": fork.id, "packet": packet.id, "commit": commit}
+    return owner_token, created.token, ids
 
 
 def test_state_with_1000_reviews(app: LocalApp) -> None:

@@ -145,13 +145,13 @@ class AwsWorld:
     # --- setup through the service --------------------------------------------------
     def lane(self, name: str) -> Lane:
         service = self.service()
-        agent_id = service.projects.create_agent(OWNER, name)["agent"]["id"]
+        agent_id = service.projects.create_agent(OWNER, name).agent.id
         service.projects.add_member(OWNER, self.project_id, agent_id)
         agent = Caller(agent_id, "agent")
-        fork = service.projects.create_fork(agent, self.project_id, name)["fork"]
-        packet = service.projects.create_packet(OWNER, self.project_id, name)["packet"]
-        service.projects.claim(agent, self.project_id, packet["id"])
-        return Lane(agent, fork["id"], packet["id"])
+        fork = service.projects.create_fork(agent, self.project_id, name).fork
+        packet = service.projects.create_packet(OWNER, self.project_id, name).packet
+        service.projects.claim(agent, self.project_id, packet.id)
+        return Lane(agent, fork.id, packet.id)
 
     def push(self, lane: Lane, files: dict[str, str | bytes]) -> str:
         repos = self.runtime.git.store(self.project_id)
@@ -165,10 +165,10 @@ class AwsWorld:
         service = self.service()
         review = service.reviews.request(
             lane.agent, self.project_id, lane.packet_id, lane.fork_id, commit, False
-        )["review"]
-        self.wait_receipt(review["id"])
-        service.approvals.approve(OWNER, self.project_id, review["id"], commit)
-        return str(review["id"])
+        ).review
+        self.wait_receipt(review.id)
+        service.approvals.approve(OWNER, self.project_id, review.id, commit)
+        return review.id
 
     def wait_receipt(self, review_id: str) -> ReceiptSummary:
         deadline = time.monotonic() + RECEIPT_TIMEOUT
@@ -361,8 +361,8 @@ def aws_world(
         monkeypatch.setattr(StateTaskServiceSfn, "_normalise_parameters", _boto_parameters)
         monkeypatch.setattr(StateTaskServiceSfn, "_normalise_response", _aws_response)
         service = world.service()
-        project = service.projects.create_project(OWNER, "proj", True)["project"]
-        world.project_id = project["id"]
+        project = service.projects.create_project(OWNER, "proj", True).project
+        world.project_id = project.id
         repos = runtime.git.store(world.project_id)
         initial = commit_files(repos, {"README.md": "hello\n"})
         assert repos.update_canonical_ref(

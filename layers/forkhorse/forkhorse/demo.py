@@ -54,37 +54,37 @@ def _seed(app: LocalApp, home: Path, url: str, owner_token: str) -> dict[str, st
     service = app.service
     owner = service.authenticate(owner_token)
     assert owner is not None
-    project = service.projects.create_project(owner, "smoke", True)["project"]
+    project = service.projects.create_project(owner, "smoke", True).project
     with tempfile.TemporaryDirectory(prefix="forkhorse-demo-") as scratch:
         work = Path(scratch)
         _git(work, "init", "-q", "-b", "main")
         (work / "README.md").write_text(README, encoding="utf-8")
         _commit(work, "Initial import")
-        _push(work, project["cloneUrl"], owner_token)
+        _push(work, project.clone_url, owner_token)
         created = service.projects.create_agent(owner, "demo-agent")
-        agent = Caller(created["agent"]["id"], "agent")
+        agent = Caller(created.agent.id, "agent")
         token_path = home / AGENT_TOKEN_FILE
-        token_path.write_text(created["token"] + "\n", encoding="utf-8")
+        token_path.write_text(created.token + "\n", encoding="utf-8")
         token_path.chmod(0o600)
-        service.projects.add_member(owner, project["id"], agent.id)
-        fork = service.projects.create_fork(agent, project["id"], "smoke-fork")["fork"]
-        packet = service.projects.create_packet(owner, project["id"], "Add the smoke test")
-        packet_id = packet["packet"]["id"]
-        service.projects.claim(agent, project["id"], packet_id)
+        service.projects.add_member(owner, project.id, agent.id)
+        fork = service.projects.create_fork(agent, project.id, "smoke-fork").fork
+        packet = service.projects.create_packet(owner, project.id, "Add the smoke test")
+        packet_id = packet.packet.id
+        service.projects.claim(agent, project.id, packet_id)
         (work / ".forkhorse").mkdir()
         (work / ".forkhorse" / "checks").write_text(SMOKE_CHECKS, encoding="utf-8")
         (work / ".forkhorse" / "quick").mkdir()
         (work / ".forkhorse" / "quick" / "readme.py").write_text(README_CHECK, encoding="utf-8")
         (work / "package.json").write_text(SMOKE_PACKAGE, encoding="utf-8")
         commit = _commit(work, "Smoke test")
-        _push(work, fork["cloneUrl"], created["token"])
-    review = service.reviews.request(agent, project["id"], packet_id, fork["id"], commit, True)
+        _push(work, fork.clone_url, created.token)
+    review = service.reviews.request(agent, project.id, packet_id, fork.id, commit, True)
     return {
-        "project": project["id"],
+        "project": project.id,
         "agent": agent.id,
-        "fork": fork["id"],
+        "fork": fork.id,
         "packet": packet_id,
-        "review": review["review"]["id"],
+        "review": review.review.id,
         "commit": commit,
     }
 

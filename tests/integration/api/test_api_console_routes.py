@@ -154,7 +154,7 @@ def test_on_aws_the_history_names_the_execution_and_links_the_console(
     history = inspection.history(owner, required.id, review["id"])
     generation = client.asked[0]["executionArn"].rsplit(":", 1)[1]
     arn = f"arn:aws:states:eu-west-1:123456789012:execution:ReceiptRun:{generation}"
-    assert history == {
+    assert history.model_dump(mode="json") == {
         "source": "step-functions",
         "executionArn": arn,
         "consoleUrl": "https://eu-west-1.console.aws.amazon.com/states/home?region=eu-west-1"

@@ -119,7 +119,7 @@ def test_setting_on_after_approval_gates_the_next_promote_with_the_exact_409(
     assert owner is not None
     answer = fresh.promotions.status(owner, advisory.id, review["id"])
     fresh.shutdown()
-    assert (answer.status, answer.body) == (409, CHECKS_FAILED)
+    assert (answer.status, answer.body.model_dump(mode="json")) == (409, CHECKS_FAILED)
     after = server.owner.review(advisory.id, review["id"])
     # The failed before-promote summary stays visible; canonical did not move.
     assert after["receipt"]["trigger"] == "before-promote"

@@ -19,6 +19,7 @@ from forkhorse.runner.steps import EXPORT_PREFIX
 from forkhorse.service import Service
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.identity import Caller
+from forkhorse.service.responses import ErrorBody, Promoted
 from forkhorse.wiring.local import LocalApp
 
 from tests.integration.faults.path_worker import OWNER, RUN_SECONDS
@@ -94,7 +95,7 @@ def check_invariants(deployment: Deployment, ids: dict[str, str]) -> None:
     for review in {p.review_id for p in store.list_promotions(project)}:
         answer = deployment.service.promotions.status(OWNER, project, review)
         assert answer.status in (200, 409), answer
-        assert ("promotion" if answer.status == 200 else "error") in answer.body
+        assert isinstance(answer.body, Promoted if answer.status == 200 else ErrorBody), answer
 
 
 def _check_receipt(store: Store, review: Review) -> None:
@@ -155,8 +156,8 @@ def _reviewed(deployment: Deployment, ids: dict[str, str]) -> Review:
             agent, ids["project"], ids["packet"], ids["fork"], ids["commit"], False
         )
     except ServiceError as refused:
-        raise AssertionError(f"the review request was refused: {refused.body()}") from None
-    review_id = requested["review"]["id"]
+        raise AssertionError(f"the review request was refused: {refused.message}") from None
+    review_id = requested.review.id
     deadline = time.monotonic() + RUN_SECONDS
     while True:
         review = deployment.store.get_review(review_id)

@@ -102,15 +102,15 @@ def set_up(app: LocalApp) -> dict[str, str]:
     """A required-mode project with canonical at an initial commit, an agent holding a
     claim, and its fork; the commit to promote exists as objects but is not pushed."""
     service = app.service
-    project = service.projects.create_project(OWNER, "proj", True)["project"]["id"]
+    project = service.projects.create_project(OWNER, "proj", True).project.id
     repos = app.runtime.git.store(project)
     initial = commit_files(repos, {"README.md": "hello\n"})
     capability = mint_canonical_write_capability(project)
     assert repos.update_canonical_ref(capability, DEFAULT_BRANCH, None, initial)
-    agent = service.projects.create_agent(OWNER, "agent")["agent"]["id"]
+    agent = service.projects.create_agent(OWNER, "agent").agent.id
     service.projects.add_member(OWNER, project, agent)
-    fork = service.projects.create_fork(Caller(agent, "agent"), project, "fork")["fork"]["id"]
-    packet = service.projects.create_packet(OWNER, project, "packet")["packet"]["id"]
+    fork = service.projects.create_fork(Caller(agent, "agent"), project, "fork").fork.id
+    packet = service.projects.create_packet(OWNER, project, "packet").packet.id
     service.projects.claim(Caller(agent, "agent"), project, packet)
     commit = commit_files(repos, PASSING, parent=initial)
     return {
@@ -132,7 +132,7 @@ def walk(app: LocalApp, ids: dict[str, str]) -> PromoteAnswer:
     repos = app.runtime.git.store(project)
     assert repos.update_fork_ref(ids["fork"], DEFAULT_BRANCH, ids["initial"], commit)
     review = service.reviews.request(agent, project, ids["packet"], ids["fork"], commit, False)
-    review_id = review["review"]["id"]
+    review_id = review.review.id
     deadline = time.monotonic() + RUN_SECONDS
     while store.get_review(review_id).execution.summary.status == "running":  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the review's run did not finish"

@@ -118,7 +118,7 @@ def _steps(world: AwsWorld, ids: dict[str, str]) -> None:
     assert repos.update_fork_ref(ids["fork"], DEFAULT_BRANCH, ids["initial"], commit)
     service = world.service()
     review = service.reviews.request(agent, project, ids["packet"], ids["fork"], commit, False)
-    review_id = review["review"]["id"]
+    review_id = review.review.id
     _quiesce()
     _recover()
     world.service().approvals.approve(OWNER, project, review_id, commit)

@@ -41,20 +41,20 @@ def main() -> None:
     runtime = build_local_runtime(home)
     app = build_local_app(runtime, ServiceSettings(), after_step=_kill_after(step))
     service = app.service
-    project = service.projects.create_project(OWNER, "proj", True)["project"]["id"]
+    project = service.projects.create_project(OWNER, "proj", True).project.id
     repos = runtime.git.store(project)
     initial = commit_files(repos, {"README.md": "hello\n"})
     capability = mint_canonical_write_capability(project)
     assert repos.update_canonical_ref(capability, DEFAULT_BRANCH, None, initial)
-    agent_id = service.projects.create_agent(OWNER, "agent")["agent"]["id"]
+    agent_id = service.projects.create_agent(OWNER, "agent").agent.id
     service.projects.add_member(OWNER, project, agent_id)
     agent = Caller(agent_id, "agent")
-    fork = service.projects.create_fork(agent, project, "fork")["fork"]["id"]
-    packet = service.projects.create_packet(OWNER, project, "packet")["packet"]["id"]
+    fork = service.projects.create_fork(agent, project, "fork").fork.id
+    packet = service.projects.create_packet(OWNER, project, "packet").packet.id
     service.projects.claim(agent, project, packet)
     commit = commit_files(repos, PASSING, parent=initial)
     assert repos.update_fork_ref(fork, DEFAULT_BRANCH, initial, commit)
-    review = service.reviews.request(agent, project, packet, fork, commit, False)["review"]["id"]
+    review = service.reviews.request(agent, project, packet, fork, commit, False).review.id
     while runtime.store.get_review(review).execution.summary.status == "running":  # type: ignore[union-attr]
         time.sleep(0.05)
     service.approvals.approve(OWNER, project, review, commit)

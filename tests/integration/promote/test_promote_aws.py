@@ -88,7 +88,7 @@ def test_the_exact_409_is_kept_and_read_by_a_fresh_service(aws_world: AwsWorld) 
 
     fresh = aws_world.service()
     answer = fresh.promotions.status(OWNER, aws_world.project_id, review_id)
-    assert (answer.status, answer.body) == (409, CHECKS_FAILED)
+    assert (answer.status, answer.body.model_dump(mode="json")) == (409, CHECKS_FAILED)
     [promotion] = aws_world.promotions(review_id)
     assert promotion.state == "failed"
     assert promotion.refusal is not None

@@ -65,8 +65,8 @@ def local_world(tmp_path: Path, busybox_ref: str) -> Iterator[LocalWorld]:
 
     settings = ServiceSettings(promote_wait_seconds=0.0, lease_wait_seconds=5.0)
     world.app = build_local_app(runtime, settings, after_step)
-    project = world.app.service.projects.create_project(OWNER, "proj", True)["project"]
-    world.project_id = project["id"]
+    project = world.app.service.projects.create_project(OWNER, "proj", True).project
+    world.project_id = project.id
     repos = runtime.git.store(world.project_id)
     initial = commit_files(repos, {"README.md": "hello\n"})
     assert repos.update_canonical_ref(_capability(world.project_id), DEFAULT_BRANCH, None, initial)
@@ -146,7 +146,7 @@ def _outcome(world: AwsWorld, case: Case) -> dict[str, Any]:
     summary = world.summary(review_id)
     return {
         "status": answer.status,
-        "body": _without_ids(answer.body),
+        "body": _without_ids(answer.body.model_dump(mode="json")),
         "canonical": {initial: "unchanged", commit: "fast-forwarded"}.get(world.canonical()),
         "ledger": len(world.store.ledger(world.project_id)),
         "state": promotion.state,

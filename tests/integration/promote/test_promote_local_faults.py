@@ -16,6 +16,7 @@ import pytest
 from forkhorse.domain.receipts import parse_timestamp
 from forkhorse.service import ServiceSettings
 from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
+from forkhorse.service.responses import ErrorBody
 from forkhorse.wiring.local import build_local_app, build_local_runtime
 
 from tests.integration.promote.promote_crash_worker import OWNER
@@ -76,7 +77,7 @@ def test_kill_9_at_every_promote_step_resumes_or_settles(tmp_path: Path, step: s
             assert ledger[0].previous_head == ids["initial"]
             assert head == ids["commit"]
         else:
-            assert answer.body == {"error": CHECKS_FAILED_BEFORE_PROMOTE}
+            assert answer.body == ErrorBody(error=CHECKS_FAILED_BEFORE_PROMOTE)
             assert ledger == []
             assert head == ids["initial"]
         assert runtime.store.open_promotion(project) is None

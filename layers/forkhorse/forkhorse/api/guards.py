@@ -1,8 +1,9 @@
-"""Checks every request passes before routing: same origin, JSON bodies (bounded and
-well-formed), who is calling.
+"""Checks every request passes before its route runs: same origin, JSON bodies (bounded
+and well-formed), who is calling.
 
-They run on the raw API Gateway v2 event, ahead of body validation, so an anonymous or
-cross-origin request is refused the same way whatever its body holds.
+`RequestGuards` runs them as the resolver's first middlewares, on the raw API Gateway v2
+event and ahead of body validation, so an anonymous or cross-origin request is refused the
+same way whatever its body holds. The caller goes into the routing context.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import binascii
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, BaseRouter
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from forkhorse.domain.limits import ApiInputLimits
 from forkhorse.domain.strict_json import (
@@ -151,3 +156,83 @@ def authenticate(
     if caller is not None:
         return caller
     raise Unauthorized(NO_CREDENTIALS if token is None else BAD_CREDENTIALS)
+
+
+CALLER = "caller"  # the routing context's key for the authenticated caller
+_RAW_BODY = "raw_body"
+
+Middleware = Callable[[ApiGatewayResolver, NextMiddleware], Response[Any]]
+RequestCheck = Callable[[ApiGatewayResolver], None]
+
+
+def _raw_event(app: ApiGatewayResolver) -> Mapping[str, Any]:
+    return app.current_event.raw_event
+
+
+def _is_public(app: ApiGatewayResolver) -> bool:
+    return str(_raw_event(app).get("rawPath", "/")) in PUBLIC_PATHS
+
+
+def _as_middleware(check: RequestCheck) -> Middleware:
+    def middleware(app: ApiGatewayResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        check(app)
+        return next_middleware(app)
+
+    middleware.__name__ = check.__name__
+    return middleware
+
+
+class RequestGuards:
+    """Origin, media type and size first; the body is parsed only for a known caller."""
+
+    def __init__(
+        self,
+        public_origin: str,
+        tokens: TokenAuthenticator,
+        trust_authorizer: bool,
+        limits: ApiInputLimits,
+    ) -> None:
+        self._public_origin = public_origin
+        self._tokens = tokens
+        self._trust_authorizer = trust_authorizer
+        self._limits = limits
+
+    def middlewares(self) -> list[Middleware]:
+        return [_as_middleware(check) for check in self._checks()]
+
+    def check(self, app: ApiGatewayResolver) -> None:
+        """Every guard at once, for a request no route matched (refused the same way)."""
+        for check in self._checks():
+            check(app)
+
+    def _checks(self) -> tuple[RequestCheck, ...]:
+        return (self.same_origin, self.json_media_type, self.authenticated, self.well_formed)
+
+    def same_origin(self, app: ApiGatewayResolver) -> None:
+        check_origin(_raw_event(app), self._public_origin)
+
+    def json_media_type(self, app: ApiGatewayResolver) -> None:
+        """A JSON content type on mutating requests, and a body within the size limit."""
+        if _is_public(app):
+            return
+        event = _raw_event(app)
+        check_content_type(event)
+        raw = body_bytes(event, self._limits.body_bytes)
+        app.append_context(**{_RAW_BODY: raw})  # type: ignore[no-untyped-call]
+
+    def authenticated(self, app: ApiGatewayResolver) -> None:
+        if not _is_public(app):
+            caller = authenticate(_raw_event(app), self._tokens, self._trust_authorizer)
+            app.append_context(**{CALLER: caller})  # type: ignore[no-untyped-call]
+
+    def well_formed(self, app: ApiGatewayResolver) -> None:
+        if not _is_public(app):
+            check_json_body(_raw_event(app), app.context[_RAW_BODY], self._limits)
+
+
+def caller_of(app: BaseRouter) -> Caller:
+    """The caller the guards authenticated for this request."""
+    caller = app.context.get(CALLER)
+    if not isinstance(caller, Caller):
+        raise Unauthorized(NO_CREDENTIALS)
+    return caller

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, BaseModel, Field, NonNegativeInt, model_val
 
 from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.logs import EMPTY_LOG, BoundedLog
-from forkhorse.domain.wire import WIRE_CONFIG
+from forkhorse.domain.wire import WIRE_CONFIG, is_none
 
 Outcome = Literal["running", "passed", "failed", "infrastructure-error", "timed-out"]
 FinalOutcome = Literal["passed", "failed", "infrastructure-error", "timed-out"]
@@ -50,10 +50,6 @@ def parse_timestamp(value: str) -> datetime:
     return datetime.fromisoformat(_check_timestamp(value))
 
 
-def _is_none(value: object) -> bool:
-    return value is None
-
-
 class _Wire(BaseModel):
     """Strict camelCase models: unknown fields are refused, nothing is coerced."""
 
@@ -63,8 +59,8 @@ class _Wire(BaseModel):
 class SummaryCheck(_Wire):
     name: str
     tier: Tier
-    runtime: Runtime | None = Field(default=None, exclude_if=_is_none)
-    message: str | None = Field(default=None, exclude_if=_is_none)
+    runtime: Runtime | None = Field(default=None, exclude_if=is_none)
+    message: str | None = Field(default=None, exclude_if=is_none)
     outcome: Outcome
     duration_ms: NonNegativeInt | None
 
@@ -109,7 +105,7 @@ class CheckRecord(_Wire):
     name: str
     tier: Tier
     definition: dict[str, Any]
-    runtime: Runtime | None = Field(default=None, exclude_if=_is_none)
+    runtime: Runtime | None = Field(default=None, exclude_if=is_none)
     platform: str
     image_digest: str
     outcome: Outcome

@@ -11,3 +11,8 @@ WIRE_CONFIG = ConfigDict(
     populate_by_name=True,
     serialize_by_alias=True,
 )
+
+
+def is_none(value: object) -> bool:
+    """For `Field(exclude_if=is_none)`: an optional field absent from the wire when unset."""
+    return value is None

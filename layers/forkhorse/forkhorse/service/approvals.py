@@ -20,7 +20,8 @@ from forkhorse.ports.git import GitStore
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
 from forkhorse.service.identity import Caller
-from forkhorse.service.views import Json, approval_json
+from forkhorse.service.responses import ApprovalBody
+from forkhorse.service.views import approval_view
 
 GATE_REFUSED = "The receipt does not satisfy the required gate."
 
@@ -116,7 +117,7 @@ class Approvals:
         review_id: str,
         commit: str,
         accept_checks_change: bool = False,
-    ) -> Json:
+    ) -> ApprovalBody:
         project = self._c.owned_project(caller, project_id, "approve reviews")
         review = self._c.project_review(project, review_id)
         required = project.effective_settings.require_receipt
@@ -140,7 +141,7 @@ class Approvals:
             review.id, approval, digest, generation, compare_receipt=required
         ):
             raise Conflict(RECEIPT_CHANGED if required else COMMIT_CHANGED)
-        return {"approval": approval_json(approval)}
+        return ApprovalBody(approval=approval_view(approval))
 
     def check(
         self, project: Project, review: Review, commit: str, accept_checks_change: bool = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from forkhorse.service.responses import ErrorBody
 
 
 class ServiceError(Exception):
@@ -13,12 +13,16 @@ class ServiceError(Exception):
         self.message = message
         self.reasons = reasons
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> ErrorBody:
         """The wire error: always `{"error": "<sentence>"}`, with `reasons` when a gate refuses."""
-        body: dict[str, Any] = {"error": self.message}
-        if self.reasons is not None:
-            body["reasons"] = self.reasons
-        return body
+        return ErrorBody(error=self.message, reasons=self.reasons)
+
+
+def refused_with(status: int, body: ErrorBody) -> ServiceError:
+    """A refusal decided elsewhere (a promote job's), raised with its own status."""
+    error = ServiceError(body.error, reasons=body.reasons)
+    error.status = status
+    return error
 
 
 class BadRequest(ServiceError):

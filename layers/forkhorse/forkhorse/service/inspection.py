@@ -18,7 +18,14 @@ from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
 from forkhorse.service.identity import Caller
 from forkhorse.service.promotions import Promotions
-from forkhorse.service.views import Json
+from forkhorse.service.responses import (
+    CheckDiffRow,
+    GateChecks,
+    GateView,
+    HistoryView,
+    PromoteHistory,
+    Verdict,
+)
 
 
 @runtime_checkable
@@ -39,21 +46,18 @@ def step_functions_console_url(execution_arn: str) -> str:
     )
 
 
-def _linked(arn: str | None) -> Json:
-    """An execution's ARN and its console page; both None locally."""
-    return {
-        "executionArn": arn,
-        "consoleUrl": None if arn is None else step_functions_console_url(arn),
-    }
+def _console_url(arn: str | None) -> str | None:
+    """An execution's page in the console; None locally (no ARN)."""
+    return None if arn is None else step_functions_console_url(arn)
 
 
-def _verdict(check: Callable[[], object]) -> Json:
+def _verdict(check: Callable[[], object]) -> Verdict:
     """Allowed, or each reason the call would be refused with."""
     try:
         check()
     except Conflict as refused:
-        return {"allowed": False, "reasons": refused.reasons or [refused.message]}
-    return {"allowed": True, "reasons": []}
+        return Verdict(allowed=False, reasons=refused.reasons or [refused.message])
+    return Verdict(allowed=True, reasons=[])
 
 
 class Inspection:
@@ -62,28 +66,28 @@ class Inspection:
         self._approvals = approvals
         self._promotions = promotions
 
-    def gate(self, caller: Caller, project_id: str, review_id: str) -> Json:
+    def gate(self, caller: Caller, project_id: str, review_id: str) -> GateView:
         """Would approve and promote of the review's current commit be refused, and why."""
         project = self._c.owned_project(caller, project_id, "read the gate")
         review = self._c.project_review(project, review_id)
         required = project.effective_settings.require_receipt
         commit = review.commit
         diff = checks_diff(self._c, project.id, commit)
-        return {
-            "mode": "required" if required else "advisory",
-            "commit": commit,
-            "approve": _verdict(lambda: self._approvals.check(project, review, commit)),
-            "promote": _verdict(lambda: self._promotions.preconditions(review, commit)),
-            "checks": {
-                "policy": project.policy.model_dump(mode="json"),
+        return GateView(
+            mode="required" if required else "advisory",
+            commit=commit,
+            approve=_verdict(lambda: self._approvals.check(project, review, commit)),
+            promote=_verdict(lambda: self._promotions.preconditions(review, commit)),
+            checks=GateChecks(
+                policy=project.policy,
                 # Whether removed or changed checks need the owner's acceptance now.
-                "enforced": project.protects_checks,
-                "canonicalHead": self._c.repos(project.id).head(),
-                "diff": diff.to_json(),
-            },
-        }
+                enforced=project.protects_checks,
+                canonical_head=self._c.repos(project.id).head(),
+                diff=[CheckDiffRow.model_validate(row) for row in diff.to_json()],
+            ),
+        )
 
-    def history(self, caller: Caller, project_id: str, review_id: str) -> Json:
+    def history(self, caller: Caller, project_id: str, review_id: str) -> HistoryView:
         """The current execution's events; none before the review's first run."""
         project = self._c.owned_project(caller, project_id, "read execution histories")
         review = self._c.project_review(project, review_id)
@@ -93,14 +97,15 @@ class Inspection:
         arn = None
         if isinstance(orchestrator, NamesExecutions) and run is not None:
             arn = orchestrator.execution_arn(run)
-        return {
-            "source": "step-functions" if named else "local",
-            **_linked(arn),
-            "events": [] if run is None else orchestrator.history(run),
-            "promote": self._promote_history(review),
-        }
+        return HistoryView(
+            source="step-functions" if named else "local",
+            execution_arn=arn,
+            console_url=_console_url(arn),
+            events=[] if run is None else orchestrator.history(run),
+            promote=self._promote_history(review),
+        )
 
-    def _promote_history(self, review: Review) -> Json | None:
+    def _promote_history(self, review: Review) -> PromoteHistory | None:
         """The review's latest promote workflow, beside its receipt run; None before any."""
         promotions = self._c.store.list_promotions(review.project_id)
         latest = next((p for p in reversed(promotions) if p.review_id == review.id), None)
@@ -111,7 +116,13 @@ class Inspection:
         if isinstance(orchestrator, NamesExecutions):
             arn = orchestrator.promote_execution_arn(review.project_id, latest.id)
         events = orchestrator.promote_history(review.project_id, latest.id)
-        return {"promotionId": latest.id, "state": latest.state, **_linked(arn), "events": events}
+        return PromoteHistory(
+            promotion_id=latest.id,
+            state=latest.state,
+            execution_arn=arn,
+            console_url=_console_url(arn),
+            events=events,
+        )
 
 
 def _current_run(review: Review) -> RunRef | None:

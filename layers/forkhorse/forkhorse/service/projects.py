@@ -17,16 +17,33 @@ from forkhorse.domain.model import (
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
 from forkhorse.service.identity import Caller, new_id, new_token, token_hash
+from forkhorse.service.responses import (
+    ClaimBody,
+    CreatedAgent,
+    ForkBody,
+    MemberBody,
+    MemberView,
+    PacketBody,
+    PolicyBody,
+    ProjectBody,
+    ProjectList,
+    ProjectState,
+    ProjectView,
+    ReleasedClaim,
+    RevokedAgent,
+    RevokedAgentView,
+    SettingsBody,
+)
 from forkhorse.service.views import (
-    Json,
-    agent_json,
-    claim_json,
+    agent_view,
+    claim_view,
     done_promotions,
-    fork_json,
-    ledger_json,
-    packet_json,
-    project_json,
-    review_json,
+    fork_view,
+    ledger_view,
+    packet_state,
+    packet_view,
+    project_view,
+    review_view,
 )
 
 _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
@@ -59,21 +76,21 @@ class Projects:
             raise Conflict("That principal already exists.")
         return principal, token
 
-    def create_agent(self, caller: Caller, name: str) -> Json:
+    def create_agent(self, caller: Caller, name: str) -> CreatedAgent:
         self._c.require_owner(caller, "create agents")
         agent, token = self.create_principal("agent", name)
-        return {"agent": agent_json(agent), "token": token}
+        return CreatedAgent(agent=agent_view(agent), token=token)
 
-    def revoke_agent(self, caller: Caller, agent_id: str) -> Json:
+    def revoke_agent(self, caller: Caller, agent_id: str) -> RevokedAgent:
         self._c.require_owner(caller, "revoke agents")
         agent = self._c.store.get_principal(agent_id)
         if agent is None or agent.kind != "agent":
             raise NotFound("Agent not found.")
         self._c.store.revoke_principal(agent_id)
-        return {"agent": {**agent_json(agent), "revoked": True}}
+        return RevokedAgent(agent=RevokedAgentView(id=agent.id, name=agent.name, revoked=True))
 
     # --- projects --------------------------------------------------------------------
-    def create_project(self, caller: Caller, name: str, require_receipt: bool) -> Json:
+    def create_project(self, caller: Caller, name: str, require_receipt: bool) -> ProjectBody:
         self._c.require_owner(caller, "create projects")
         project = Project(
             id=new_id(_slug(name, "project")),
@@ -85,32 +102,32 @@ class Projects:
         self._c.repos(project.id).create_canonical()
         if not self._c.store.create_project(project):
             raise Conflict("That project already exists.")
-        return {"project": project_json(project, None, self._c.settings.public_url)}
+        return ProjectBody(project=project_view(project, None, self._c.settings.public_url))
 
-    def list_projects(self, caller: Caller) -> Json:
+    def list_projects(self, caller: Caller) -> ProjectList:
         self._c.require_owner(caller, "list projects")
         own = [p for p in self._c.store.list_projects() if p.owner_id == caller.id]
-        return {"projects": [self._project_json(project) for project in own]}
+        return ProjectList(projects=[self._project_view(project) for project in own])
 
-    def _project_json(self, project: Project) -> Json:
+    def _project_view(self, project: Project) -> ProjectView:
         head = self._c.repos(project.id).head()
-        return project_json(project, head, self._c.settings.public_url)
+        return project_view(project, head, self._c.settings.public_url)
 
-    def set_settings(self, caller: Caller, project_id: str, require_receipt: bool) -> Json:
+    def set_settings(self, caller: Caller, project_id: str, require_receipt: bool) -> SettingsBody:
         project = self._c.owned_project(caller, project_id, "change settings")
         settings = ProjectSettings(require_receipt=require_receipt)
         if not self._c.store.set_settings(project.id, settings):
             raise NotFound("Project not found.")
-        return {"settings": settings.model_dump(mode="json")}
+        return SettingsBody(settings=settings)
 
-    def set_policy(self, caller: Caller, project_id: str, protect_checks: bool) -> Json:
+    def set_policy(self, caller: Caller, project_id: str, protect_checks: bool) -> PolicyBody:
         project = self._c.owned_project(caller, project_id, "change the policy")
         policy = ProjectPolicy(protect_checks=protect_checks)
         if not self._c.store.set_policy(project.id, policy):
             raise NotFound("Project not found.")
-        return {"policy": policy.model_dump(mode="json")}
+        return PolicyBody(policy=policy)
 
-    def state(self, caller: Caller, project_id: str) -> Json:
+    def state(self, caller: Caller, project_id: str) -> ProjectState:
         """The project as the caller may see it: an agent sees canonical, its own forks and
         reviews, and other agents' reviews only once their commit is on canonical (a fork
         head nobody promoted is that agent's unpublished work)."""
@@ -120,37 +137,36 @@ class Projects:
         ledger = store.ledger(project.id)
         promoted = done_promotions(store.list_promotions(project.id), ledger)
         now = self._c.clock.now()
-        packets = []
-        for packet in store.list_packets(project.id):
-            claim = store.live_claim(packet.id, now)
-            packets.append({**packet_json(packet), "claim": claim and claim_json(claim)})
         published = {entry.commit for entry in ledger}
-        return {
-            "project": self._project_json(project),
-            "forks": [
-                fork_json(fork, repos.head(fork.id), base)
+        return ProjectState(
+            project=self._project_view(project),
+            forks=[
+                fork_view(fork, repos.head(fork.id), base)
                 for fork in store.list_forks(project.id)
                 if caller.is_owner or fork.owner_agent_id == caller.id
             ],
-            "packets": packets,
-            "reviews": [
-                review_json(review, promoted.get(review.id))
+            packets=[
+                packet_state(packet, store.live_claim(packet.id, now))
+                for packet in store.list_packets(project.id)
+            ],
+            reviews=[
+                review_view(review, promoted.get(review.id))
                 for review in store.list_reviews(project.id)
                 if _may_see_review(caller, review, published)
             ],
-            "ledger": [ledger_json(entry) for entry in ledger],
-        }
+            ledger=[ledger_view(entry) for entry in ledger],
+        )
 
     # --- members, forks, packets, claims --------------------------------------------
-    def add_member(self, caller: Caller, project_id: str, agent_id: str) -> Json:
+    def add_member(self, caller: Caller, project_id: str, agent_id: str) -> MemberBody:
         project = self._c.owned_project(caller, project_id, "add members")
         agent = self._c.store.get_principal(agent_id)
         if agent is None or agent.kind != "agent" or agent.revoked:
             raise NotFound("Agent not found.")
         self._c.store.add_member(project.id, agent.id)
-        return {"member": {"agentId": agent.id}}
+        return MemberBody(member=MemberView(agent_id=agent.id))
 
-    def create_fork(self, caller: Caller, project_id: str, name: str) -> Json:
+    def create_fork(self, caller: Caller, project_id: str, name: str) -> ForkBody:
         project = self._c.member_project(caller, project_id, "create forks")
         fork = Fork(
             id=new_id(_slug(name, "fork")),
@@ -162,16 +178,16 @@ class Projects:
         head = self._c.repos(project.id).create_fork(fork.id)
         if not self._c.store.create_fork(fork):
             raise Conflict("That fork already exists.")
-        return {"fork": fork_json(fork, head, self._c.settings.public_url)}
+        return ForkBody(fork=fork_view(fork, head, self._c.settings.public_url))
 
-    def create_packet(self, caller: Caller, project_id: str, title: str) -> Json:
+    def create_packet(self, caller: Caller, project_id: str, title: str) -> PacketBody:
         project = self._c.owned_project(caller, project_id, "create packets")
         packet = Packet(
             id=new_id("packet"), project_id=project.id, title=title, created_at=self._c.clock.now()
         )
         if not self._c.store.create_packet(packet):
             raise Conflict("That packet already exists.")
-        return {"packet": packet_json(packet)}
+        return PacketBody(packet=packet_view(packet))
 
     def _packet(self, caller: Caller, project_id: str, packet_id: str, action: str) -> Packet:
         project = self._c.member_project(caller, project_id, action)
@@ -180,7 +196,7 @@ class Projects:
             raise NotFound("Packet not found.")
         return packet
 
-    def claim(self, caller: Caller, project_id: str, packet_id: str) -> Json:
+    def claim(self, caller: Caller, project_id: str, packet_id: str) -> ClaimBody:
         """Claim or renew: a claim is a lease that its holder renews by claiming again."""
         packet = self._packet(caller, project_id, packet_id, "claim packets")
         claim: Claim | None = self._c.store.claim_packet(
@@ -188,10 +204,10 @@ class Projects:
         )
         if claim is None:
             raise Conflict("Another agent holds a live claim on this packet.")
-        return {"claim": claim_json(claim)}
+        return ClaimBody(claim=claim_view(claim))
 
-    def release(self, caller: Caller, project_id: str, packet_id: str) -> Json:
+    def release(self, caller: Caller, project_id: str, packet_id: str) -> ReleasedClaim:
         packet = self._packet(caller, project_id, packet_id, "release claims")
         if not self._c.store.release_claim(packet.id, caller.id):
             raise NotFound("This agent holds no claim on the packet.")
-        return {"claim": None}
+        return ReleasedClaim(claim=None)

@@ -17,7 +17,7 @@ from datetime import timedelta
 from forkhorse.domain.model import Promotion, Refusal, Review
 from forkhorse.service import promotion_rules as rules
 from forkhorse.service.context import Context
-from forkhorse.service.errors import Conflict, NotFound, ServiceError
+from forkhorse.service.errors import Conflict, NotFound, ServiceError, refused_with
 from forkhorse.service.identity import Caller
 from forkhorse.service.promotion_rules import (  # noqa: F401 - the answers, importable here
     ALREADY_RUNNING,
@@ -32,7 +32,8 @@ from forkhorse.service.promotion_rules import (  # noqa: F401 - the answers, imp
     PROMOTE_FAILED,
     UNCERTAIN,
 )
-from forkhorse.service.views import Json, pending_promotion_json, promotion_json
+from forkhorse.service.responses import ErrorBody, Promoted, PromotionPending
+from forkhorse.service.views import done_promotion, pending_promotion
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,13 @@ class PromoteAnswer:
     """200 with the promotion, 202 while its workflow runs, or the workflow's refusal."""
 
     status: int
-    body: Json
+    body: Promoted | PromotionPending | ErrorBody
+
+    def accepted(self) -> tuple[Promoted | PromotionPending, int]:
+        """The promotion and its status (200 or 202); a refusal is raised instead."""
+        if isinstance(self.body, ErrorBody):
+            raise refused_with(self.status, self.body)
+        return self.body, self.status
 
 
 class Promotions:
@@ -87,12 +94,6 @@ class Promotions:
             raise Conflict(ALREADY_RUNNING)
         return self._await(queued, self._wait(wait_seconds))
 
-    def wait(self, review_id: str, wait_seconds: float | None = None) -> PromoteAnswer | None:
-        """Wait on the review's latest promote job; None when it has none."""
-        review = self._c.store.get_review(review_id)
-        latest = None if review is None else self._latest(review)
-        return None if latest is None else self._await(latest, self._wait(wait_seconds))
-
     def status(self, caller: Caller, project_id: str, review_id: str) -> PromoteAnswer:
         """What the promote request would have answered: 202 while it runs, then its result."""
         project = self._c.owned_project(caller, project_id, "read promotions")
@@ -121,21 +122,21 @@ class Promotions:
 
     def _answer(self, promotion: Promotion) -> PromoteAnswer:
         if promotion.job_is_live(self._c.clock.now()):
-            return PromoteAnswer(202, {"promotion": pending_promotion_json(promotion)})
+            return PromoteAnswer(202, PromotionPending(promotion=pending_promotion(promotion)))
         if promotion.state == "done":
             entry = next(
                 e
                 for e in self._c.store.ledger(promotion.project_id)
                 if e.promotion_id == promotion.id
             )
-            return PromoteAnswer(200, {"promotion": promotion_json(promotion, entry)})
+            return PromoteAnswer(200, Promoted(promotion=done_promotion(promotion, entry)))
         if promotion.state == "failed":
             refusal = promotion.refusal or Refusal(status=409, error=PROMOTE_FAILED)
             error = ServiceError(refusal.error, reasons=_list(refusal.reasons))
             return PromoteAnswer(refusal.status, error.body())
         # A job that died: nothing was written before `writing`; after it, who knows.
         stopped = promotion.state in ("queued", "pending")
-        return PromoteAnswer(409, {"error": JOB_STOPPED if stopped else UNCERTAIN})
+        return PromoteAnswer(409, ErrorBody(error=JOB_STOPPED if stopped else UNCERTAIN))
 
     # --- checks both modes apply -------------------------------------------------------
     def preconditions(self, review: Review, commit: str) -> None:

@@ -20,16 +20,12 @@ from forkhorse.domain.model import (
     PromotionState,
 )
 from forkhorse.domain.receipts import ReceiptRecord, ReceiptSummary
-from forkhorse.domain.wire import WIRE_CONFIG
+from forkhorse.domain.wire import WIRE_CONFIG, is_none
 from forkhorse.flow.classify import Classification
 
 Mode = Literal["required", "advisory"]
 # `from` is a Python keyword: the field is `from_`, `from` on the wire.
 FROM = Field(alias="from")
-
-
-def _is_none(value: object) -> bool:
-    return value is None
 
 
 class _Response(BaseModel):
@@ -47,7 +43,7 @@ class ErrorBody(_Response):
     """Every refusal: one sentence; `reasons` only when a gate lists each one."""
 
     error: str
-    reasons: list[str] | None = Field(default=None, exclude_if=_is_none)
+    reasons: list[str] | None = Field(default=None, exclude_if=is_none)
 
 
 # --- projects, agents, members -------------------------------------------------------------
@@ -302,4 +298,4 @@ class ListedReviewReceipt(_AsWritten):
 class ReviewReceiptList(_AsWritten):
     receipts: list[ListedReviewReceipt]
     # Digests whose records could not be read: flagged, never a failed listing.
-    unreadable: list[str] | None = Field(default=None, exclude_if=_is_none)
+    unreadable: list[str] | None = Field(default=None, exclude_if=is_none)

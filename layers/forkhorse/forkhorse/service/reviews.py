@@ -20,8 +20,15 @@ from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service.context import Context
 from forkhorse.service.errors import BadRequest, Conflict, Forbidden, NotFound
 from forkhorse.service.identity import Caller
+from forkhorse.service.responses import (
+    ListedReviewReceipt,
+    ReceiptBody,
+    ReviewBody,
+    ReviewReceiptList,
+    StoredReviewReceipt,
+)
 from forkhorse.service.review_receipts import ReviewReceipts
-from forkhorse.service.views import Json, review_json
+from forkhorse.service.views import review_view
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +91,7 @@ class Reviews:
         fork_id: str,
         commit: str,
         follow_pushes: bool,
-    ) -> Json:
+    ) -> ReviewBody:
         """The authority checks, in order, each with its own error; then a fresh run."""
         project = self._c.member_project(caller, project_id, "request reviews")
         fork = self._c.fork_of(project, fork_id)
@@ -126,7 +133,7 @@ class Reviews:
             if not self._c.store.create_review(review):
                 raise Conflict("That review already exists.")
             self._c.orchestrator.start_run(run)
-        return {"review": review_json(review, None)}
+        return ReviewBody(review=review_view(review, None))
 
     def _require_commit(self, project_id: str, sha: str) -> None:
         """A fork head that names a tag, tree or blob cannot be reviewed or promoted."""
@@ -143,7 +150,7 @@ class Reviews:
             return False
         return True
 
-    def receipt(self, caller: Caller, project_id: str, review_id: str) -> Json:
+    def receipt(self, caller: Caller, project_id: str, review_id: str) -> ReceiptBody:
         """The attached record with its bounded logs; never accepts receipt input."""
         project = self._c.owned_project(caller, project_id, "read receipt records")
         review = self._c.project_review(project, review_id)
@@ -156,7 +163,7 @@ class Reviews:
             raise Conflict("The attached record does not match its digest.") from corrupted
         if record is None:
             raise NotFound(NO_RECEIPT)
-        return {"digest": digest, "receipt": record.model_dump(mode="json")}
+        return ReceiptBody(digest=digest, receipt=record)
 
     # --- followed pushes --------------------------------------------------------------
     def on_push(self, detail: Mapping[str, object]) -> list[str]:
@@ -214,7 +221,7 @@ class Reviews:
     # --- Flow-Next review receipts ------------------------------------------------------
     def add_review_receipt(
         self, caller: Caller, project_id: str, review_id: str, body: dict[str, Any]
-    ) -> Json:
+    ) -> StoredReviewReceipt:
         project = self._c.member_project(caller, project_id, "attach review receipts")
         review = self._c.project_review(project, review_id)
         if review.agent_id != caller.id:
@@ -235,19 +242,22 @@ class Reviews:
             records.put_json(self._c.store, body, self._c.clock.now())
             self._c.store.put_review_receipt(review.id, digest)
             self._receipts.remember(digest, body, len(encoded))
-        return {"digest": digest, "classification": classification}
+        return StoredReviewReceipt(digest=digest, classification=classification)
 
-    def list_review_receipts(self, caller: Caller, project_id: str, review_id: str) -> Json:
+    def list_review_receipts(
+        self, caller: Caller, project_id: str, review_id: str
+    ) -> ReviewReceiptList:
         project = self._c.visible_project(caller, project_id, "read review receipts")
         review = self._c.project_review(project, review_id)
         lineage = self._receipts.lineage(review.id)
         classifications = classify_lineage(lineage.values, review.commit)
-        listing: Json = {
-            "receipts": [
-                {"digest": stored.digest, "receipt": stored.value, "classification": classified}
+        return ReviewReceiptList(
+            receipts=[
+                ListedReviewReceipt(
+                    digest=stored.digest, receipt=stored.value, classification=classified
+                )
                 for stored, classified in zip(lineage.readable, classifications, strict=True)
-            ]
-        }
-        if lineage.unreadable:  # flagged, never a failed listing
-            listing["unreadable"] = list(lineage.unreadable)
-        return listing
+            ],
+            # Flagged, never a failed listing.
+            unreadable=list(lineage.unreadable) or None,
+        )

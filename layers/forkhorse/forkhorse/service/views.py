@@ -1,13 +1,11 @@
-"""Wire shapes of the API's resources: camelCase JSON, exactly the documented fields."""
+"""The API's resources in wire form: domain state turned into the response models."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from forkhorse.domain.model import (
     Approval,
-    CheckChange,
     Claim,
     Fork,
     LedgerEntry,
@@ -17,9 +15,20 @@ from forkhorse.domain.model import (
     Promotion,
     Review,
 )
-from forkhorse.domain.receipts import format_timestamp, summary_json
-
-Json = dict[str, Any]
+from forkhorse.domain.receipts import format_timestamp
+from forkhorse.service.responses import (
+    AgentView,
+    ApprovalView,
+    ClaimView,
+    DonePromotion,
+    ForkView,
+    LedgerView,
+    PacketState,
+    PacketView,
+    PendingPromotion,
+    ProjectView,
+    ReviewView,
+)
 
 
 def canonical_url(base_url: str, project_id: str) -> str:
@@ -30,114 +39,113 @@ def fork_url(base_url: str, project_id: str, fork_id: str) -> str:
     return f"{base_url}/git/{project_id}/forks/{fork_id}.git"
 
 
-def project_json(project: Project, canonical_head: str | None, base_url: str) -> Json:
-    return {
-        "id": project.id,
-        "name": project.name,
-        "settings": project.effective_settings.model_dump(mode="json"),
-        "policy": project.policy.model_dump(mode="json"),
-        "canonicalHead": canonical_head,
-        "cloneUrl": canonical_url(base_url, project.id),
-    }
+def project_view(project: Project, canonical_head: str | None, base_url: str) -> ProjectView:
+    return ProjectView(
+        id=project.id,
+        name=project.name,
+        settings=project.effective_settings,
+        policy=project.policy,
+        canonical_head=canonical_head,
+        clone_url=canonical_url(base_url, project.id),
+    )
 
 
-def agent_json(agent: Principal) -> Json:
-    return {"id": agent.id, "name": agent.name}
+def agent_view(agent: Principal) -> AgentView:
+    return AgentView(id=agent.id, name=agent.name)
 
 
-def fork_json(fork: Fork, head: str | None, base_url: str) -> Json:
-    return {
-        "id": fork.id,
-        "name": fork.name,
-        "owner": fork.owner_agent_id,
-        "head": head,
-        "cloneUrl": fork_url(base_url, fork.project_id, fork.id),
-    }
+def fork_view(fork: Fork, head: str | None, base_url: str) -> ForkView:
+    return ForkView(
+        id=fork.id,
+        name=fork.name,
+        owner=fork.owner_agent_id,
+        head=head,
+        clone_url=fork_url(base_url, fork.project_id, fork.id),
+    )
 
 
-def packet_json(packet: Packet) -> Json:
-    return {"id": packet.id, "title": packet.title}
+def packet_view(packet: Packet) -> PacketView:
+    return PacketView(id=packet.id, title=packet.title)
 
 
-def claim_json(claim: Claim) -> Json:
-    return {
-        "id": f"{claim.packet_id}:{claim.agent_id}",
-        "packetId": claim.packet_id,
-        "agentId": claim.agent_id,
-        "expiresAt": format_timestamp(claim.expires_at),
-    }
+def packet_state(packet: Packet, claim: Claim | None) -> PacketState:
+    return PacketState(
+        id=packet.id, title=packet.title, claim=None if claim is None else claim_view(claim)
+    )
 
 
-def approval_json(approval: Approval) -> Json:
-    return {
-        "commit": approval.commit,
-        "digest": approval.digest,
-        "mode": "required" if approval.require_receipt else "advisory",
-        "approvedAt": format_timestamp(approval.approved_at),
-        "acceptedChecksChange": checks_change_json(approval.accepted_checks_change),
-    }
+def claim_view(claim: Claim) -> ClaimView:
+    return ClaimView(
+        id=f"{claim.packet_id}:{claim.agent_id}",
+        packet_id=claim.packet_id,
+        agent_id=claim.agent_id,
+        expires_at=format_timestamp(claim.expires_at),
+    )
 
 
-def checks_change_json(changes: Iterable[CheckChange]) -> list[Json]:
-    return [change.model_dump(mode="json") for change in changes]
+def approval_view(approval: Approval) -> ApprovalView:
+    return ApprovalView(
+        commit=approval.commit,
+        digest=approval.digest,
+        mode="required" if approval.require_receipt else "advisory",
+        approved_at=format_timestamp(approval.approved_at),
+        accepted_checks_change=list(approval.accepted_checks_change),
+    )
 
 
-def promotion_json(promotion: Promotion, entry: LedgerEntry) -> Json:
+def done_promotion(promotion: Promotion, entry: LedgerEntry) -> DonePromotion:
     """A done promotion: what canonical moved from and to, and the digest it rested on."""
-    return {
-        "commit": entry.commit,
-        "from": entry.previous_head,
-        "to": entry.commit,
-        "digest": entry.digest,
-        "mode": promotion.mode or "advisory",
-        "promotedAt": format_timestamp(entry.promoted_at),
-    }
+    return DonePromotion(
+        commit=entry.commit,
+        from_=entry.previous_head,
+        to=entry.commit,
+        digest=entry.digest,
+        mode=promotion.mode or "advisory",
+        promoted_at=format_timestamp(entry.promoted_at),
+    )
 
 
-def pending_promotion_json(promotion: Promotion) -> Json:
+def pending_promotion(promotion: Promotion) -> PendingPromotion:
     """A promotion whose job is still running (queued, pending or writing): on the wire
     it is simply pending."""
-    return {
-        "id": promotion.id,
-        "state": "pending",
-        "commit": promotion.commit,
-        "mode": promotion.mode,
-    }
+    return PendingPromotion(
+        id=promotion.id, state="pending", commit=promotion.commit, mode=promotion.mode
+    )
 
 
-def review_json(review: Review, promotion: Json | None) -> Json:
+def review_view(review: Review, promotion: DonePromotion | None) -> ReviewView:
     execution = review.execution
-    return {
-        "id": review.id,
-        "packetId": review.packet_id,
-        "forkId": review.fork_id,
-        "commit": review.commit,
-        "receipt": None if execution is None else summary_json(execution.summary),
-        "approval": None if review.approval is None else approval_json(review.approval),
-        "promotion": promotion,
-    }
+    return ReviewView(
+        id=review.id,
+        packet_id=review.packet_id,
+        fork_id=review.fork_id,
+        commit=review.commit,
+        receipt=None if execution is None else execution.summary,
+        approval=None if review.approval is None else approval_view(review.approval),
+        promotion=promotion,
+    )
 
 
-def ledger_json(entry: LedgerEntry) -> Json:
-    return {
-        "promotionId": entry.promotion_id,
-        "reviewId": entry.review_id,
-        "commit": entry.commit,
-        "from": entry.previous_head,
-        "digest": entry.digest,
-        "promotedAt": format_timestamp(entry.promoted_at),
-        "acceptedChecksChange": checks_change_json(entry.accepted_checks_change),
-    }
+def ledger_view(entry: LedgerEntry) -> LedgerView:
+    return LedgerView(
+        promotion_id=entry.promotion_id,
+        review_id=entry.review_id,
+        commit=entry.commit,
+        from_=entry.previous_head,
+        digest=entry.digest,
+        promoted_at=format_timestamp(entry.promoted_at),
+        accepted_checks_change=list(entry.accepted_checks_change),
+    )
 
 
 def done_promotions(
     promotions: Iterable[Promotion], ledger: Iterable[LedgerEntry]
-) -> dict[str, Json]:
+) -> dict[str, DonePromotion]:
     """Each review's latest done promotion, in wire form."""
     by_id = {promotion.id: promotion for promotion in promotions}
-    latest: dict[str, Json] = {}
+    latest: dict[str, DonePromotion] = {}
     for entry in ledger:
         promotion = by_id.get(entry.promotion_id)
         if promotion is not None:
-            latest[entry.review_id] = promotion_json(promotion, entry)
+            latest[entry.review_id] = done_promotion(promotion, entry)
     return latest

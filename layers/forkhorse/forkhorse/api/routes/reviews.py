@@ -1,0 +1,102 @@
+"""Reviews: requests, receipts, approval, promotion, the console's views of the gate and
+the run's history, and Flow-Next review receipts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from forkhorse.api import links
+from forkhorse.api.guards import caller_of
+from forkhorse.api.models import ApproveBody, CommitBody, RequestReview
+from forkhorse.api.routes.answers import ERRORS, answers, ok
+from forkhorse.service import Service
+from forkhorse.service.responses import (
+    ApprovalBody,
+    GateView,
+    HistoryView,
+    Promoted,
+    PromotionPending,
+    ReceiptBody,
+    ReviewBody,
+    ReviewReceiptList,
+    StoredReviewReceipt,
+)
+
+REVIEW = "/projects/<project_id>/reviews/<review_id>"
+RECEIPTS = f"{REVIEW}/review-receipts"
+PROMOTION_ANSWERS = {
+    200: ok("Promoted.", links.promoted(), Promoted),
+    202: ok("Still running.", links.promoted(), PromotionPending),
+    **ERRORS,
+}
+
+
+class ReviewRoutes:
+    def __init__(self, service: Service) -> None:
+        self._service = service
+        self.router = Router()  # type: ignore[no-untyped-call]
+        post, get = self.router.post, self.router.get
+        post(
+            "/projects/<project_id>/reviews",
+            responses=answers(202, ok("Review.", links.requested_review())),
+        )(self.request_review)
+        get(f"{REVIEW}/receipt", responses=answers(200, ok("The record.")))(self.receipt)
+        post(f"{REVIEW}/approve", responses=answers(200, ok("Consent.", links.approved())))(
+            self.approve
+        )
+        post(f"{REVIEW}/promote", responses=PROMOTION_ANSWERS)(self.promote)
+        get(f"{REVIEW}/promotion", responses=PROMOTION_ANSWERS)(self.promotion)
+        get(f"{REVIEW}/gate", responses=answers(200, ok("The gate, now.")))(self.gate)
+        get(f"{REVIEW}/history", responses=answers(200, ok("The run's events.")))(self.history)
+        post(RECEIPTS, responses=answers(201, ok("Stored.")))(self.add_review_receipt)
+        get(RECEIPTS, responses=answers(200, ok("Review receipts.")))(self.list_review_receipts)
+
+    def request_review(self, project_id: str, body: RequestReview) -> tuple[ReviewBody, int]:
+        review = self._service.reviews.request(
+            caller_of(self.router),
+            project_id,
+            body.packet_id,
+            body.fork_id,
+            body.commit,
+            body.follow_pushes,
+        )
+        return review, 202
+
+    def receipt(self, project_id: str, review_id: str) -> ReceiptBody:
+        return self._service.reviews.receipt(caller_of(self.router), project_id, review_id)
+
+    def approve(self, project_id: str, review_id: str, body: ApproveBody) -> ApprovalBody:
+        return self._service.approvals.approve(
+            caller_of(self.router), project_id, review_id, body.commit, body.accept_checks_change
+        )
+
+    def promote(
+        self, project_id: str, review_id: str, body: CommitBody
+    ) -> tuple[Promoted | PromotionPending, int]:
+        """Waits a short time for the promote job; 202 while it still runs."""
+        caller = caller_of(self.router)
+        answer = self._service.promotions.promote(caller, project_id, review_id, body.commit)
+        return answer.accepted()
+
+    def promotion(self, project_id: str, review_id: str) -> tuple[Promoted | PromotionPending, int]:
+        caller = caller_of(self.router)
+        return self._service.promotions.status(caller, project_id, review_id).accepted()
+
+    def gate(self, project_id: str, review_id: str) -> GateView:
+        return self._service.inspection.gate(caller_of(self.router), project_id, review_id)
+
+    def history(self, project_id: str, review_id: str) -> HistoryView:
+        return self._service.inspection.history(caller_of(self.router), project_id, review_id)
+
+    def add_review_receipt(
+        self, project_id: str, review_id: str, body: dict[str, Any]
+    ) -> tuple[StoredReviewReceipt, int]:
+        caller = caller_of(self.router)
+        stored = self._service.reviews.add_review_receipt(caller, project_id, review_id, body)
+        return stored, 201
+
+    def list_review_receipts(self, project_id: str, review_id: str) -> ReviewReceiptList:
+        caller = caller_of(self.router)
+        return self._service.reviews.list_review_receipts(caller, project_id, review_id)
