@@ -172,3 +172,24 @@ def test_promote_answers_the_exact_409_when_the_fresh_run_fails(
     assert as_json.code == 1
     assert as_json.json() == {"error": CHECKS_FAILED, "status": 409, "exitCode": 1}
     assert server.owner.state(advisory.id)["project"]["canonicalHead"] == advisory.initial
+
+
+SLOW_QUICK = (
+    "import time\n\n"
+    "def check(ctx):\n    time.sleep(6)\n    return {'ok': True, 'message': 'Slow.'}\n"
+)
+
+
+def test_a_wait_that_runs_out_exits_2(
+    server: Server, required: Project, agent_home: Path, seen: Seen
+) -> None:
+    agent = seat(server, required, agent_home, seen, "impatient")
+    agent.checkout.commit(checks_files() | {".forkhorse/quick/ok.py": SLOW_QUICK}, "slow")
+    ran = agent.cli.run(
+        "submit", "--packet", agent.packet, "--timeout", "0.5", cwd=agent.checkout.path
+    )
+    assert ran.code == 2
+    assert ran.stderr.endswith("error: The receipt was still running after 0.5 s.\n")
+    review = ran.stderr.split("review ", 1)[1].split(":", 1)[0]
+    waited = agent.cli.run("wait", review, "--json")
+    assert (waited.code, waited.json()["status"]) == (0, "passed")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from forkhorse.client.api import ForkhorseClient
+from forkhorse.client.errors import ClientError
 from forkhorse.domain.receipts import ReceiptSummary, SummaryCheck
 
 POLL_SECONDS = 0.5
@@ -42,7 +43,9 @@ class CheckEvent:
     started: bool
 
 
-class WaitTimedOut(Exception):
+class WaitTimedOut(ClientError):
+    """Still running when the wait ran out (exit code 2)."""
+
     def __init__(self, seconds: float) -> None:
         super().__init__(f"The receipt was still running after {seconds:g} s.")
 

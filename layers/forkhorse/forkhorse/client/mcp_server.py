@@ -81,10 +81,8 @@ def build(config: ClientConfig) -> MCPServer[Any]:
     def call[T](move: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
             result = move(*args, **kwargs)
-        except ApiError as refused:
-            raise ToolError(refused.error + _reasons(refused.reasons)) from None
         except ClientError as failed:
-            raise ToolError(str(failed)) from None
+            raise _tool_error(failed) from None
         return result
 
     @server.tool()
@@ -196,7 +194,7 @@ def build(config: ClientConfig) -> MCPServer[Any]:
             workflow.promote, client, project, review, commit, None, MAX_TOOL_WAIT_SECONDS
         )
         if outcome.status != 200:
-            call(_raise, ApiError.from_body(outcome.status, outcome.body))
+            raise _tool_error(ApiError.from_body(outcome.status, outcome.body))
         return PromoteResult(
             promotion=responses.Promoted.model_validate(outcome.body).promotion, run=outcome.run
         )
@@ -204,21 +202,19 @@ def build(config: ClientConfig) -> MCPServer[Any]:
     return server
 
 
-def _raise(error: Exception) -> None:
-    raise error
-
-
-def _reasons(reasons: list[str] | None) -> str:
-    return "".join(f"\n- {reason}" for reason in reasons or ())
+def _tool_error(failed: Exception) -> ToolError:
+    """A tool error with the service's own sentence (and a gate's reasons, one a line)."""
+    if isinstance(failed, ApiError):
+        reasons = "".join(f"\n- {reason}" for reason in failed.reasons or ())
+        return ToolError(failed.error + reasons)
+    return ToolError(str(failed))
 
 
 def _next_or_error(events: Any) -> CheckEvent | ReceiptSummary:
     try:
         item: CheckEvent | ReceiptSummary = next(events)
-    except ApiError as refused:
-        raise ToolError(refused.error) from None
     except Exception as failed:
-        raise ToolError(str(failed)) from None
+        raise _tool_error(failed) from None
     return item
 
 
