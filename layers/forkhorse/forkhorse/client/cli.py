@@ -69,11 +69,15 @@ def register(subparsers: Subparsers) -> None:
     credential.set_defaults(func=_git_credential)
 
     submit = _command(subparsers, "submit", "push HEAD to your fork and get a receipt", connection)
-    submit.add_argument("--packet", required=True)
+    submit.add_argument("--packet", required=True, help="the work packet (claimed if need be)")
     submit.add_argument("--fork", help="the fork's name (created when you have none)")
-    submit.add_argument("--follow-pushes", action="store_true")
+    submit.add_argument(
+        "--follow-pushes", action="store_true", help="the review follows later pushes to the fork"
+    )
     submit.add_argument("--force", action="store_true", help="force-push HEAD to the fork")
-    submit.add_argument("--checkout", type=Path, default=Path.cwd(), help=argparse.SUPPRESS)
+    submit.add_argument(
+        "--checkout", type=Path, default=Path(), help="the git checkout (default: here)"
+    )
     _wait_options(submit)
     submit.set_defaults(handler=_submit)
 
