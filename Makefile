@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "Python 3.13 is missing: install it (pyenv install 3.13) and retry." >&2; exit 1; }
 	test -x $(PY) || $(PYTHON313) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,client]'
 	touch $@
 
 $(TOOLS)/.installed: tools-requirements.txt

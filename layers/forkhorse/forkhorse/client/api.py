@@ -1,0 +1,212 @@
+"""`ForkhorseClient`: every route of the API, answering typed models.
+
+HTTP is httpx, with timeouts. A connection that cannot be made is retried for any method
+(nothing was sent); a 5xx or a dropped answer is retried only for idempotent methods, so a
+review or a promote is never requested twice. Refusals raise `ApiError` with the service's
+sentence; the token travels only in the Authorization header and is never in a message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from forkhorse.api import models as bodies
+from forkhorse.client.config import ClientConfig
+from forkhorse.client.errors import ApiError, ServiceUnavailable
+from forkhorse.service import responses
+
+CONNECT_SECONDS = 10.0
+# A promote request may wait up to the service's promote wait (25 s) before answering.
+READ_SECONDS = 60.0
+CONNECT_RETRIES = 3
+IDEMPOTENT_ATTEMPTS = 4
+RETRY_PAUSE_SECONDS = 0.5
+IDEMPOTENT = frozenset({"GET", "PUT", "DELETE", "PATCH"})
+
+
+type PromoteAnswer = responses.Promoted | responses.PromotionPending
+
+
+def _promotion(status: int, payload: Any) -> PromoteAnswer:
+    if status == 202:
+        return responses.PromotionPending.model_validate(payload)
+    return responses.Promoted.model_validate(payload)
+
+
+def _body(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+
+class ForkhorseClient:
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        pause: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self._pause = pause
+        self._http = httpx.Client(
+            base_url=config.url,
+            headers={"Authorization": f"Bearer {config.token}", "Accept": "application/json"},
+            timeout=httpx.Timeout(READ_SECONDS, connect=CONNECT_SECONDS),
+            transport=transport or httpx.HTTPTransport(retries=CONNECT_RETRIES),
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ForkhorseClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- transport ------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One call; 2xx answers `(status, json)`, anything else raises."""
+        attempts = IDEMPOTENT_ATTEMPTS if method in IDEMPOTENT else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                # Every mutating request must say JSON, even one without a body.
+                headers = {} if method == "GET" else {"Content-Type": "application/json"}
+                response = self._http.request(method, path, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                if attempt == attempts:
+                    raise ServiceUnavailable(
+                        f"Cannot reach {self.config.url}: {type(exc).__name__}."
+                    ) from None
+                self._pause(RETRY_PAUSE_SECONDS * attempt)
+                continue
+            if response.status_code >= 500 and attempt < attempts:
+                self._pause(RETRY_PAUSE_SECONDS * attempt)
+                continue
+            return self._answer(response)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _answer(self, response: httpx.Response) -> tuple[int, Any]:
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if response.status_code >= 500:
+            raise ServiceUnavailable(ApiError.from_body(response.status_code, payload).args[0])
+        if response.status_code >= 400:
+            raise ApiError.from_body(response.status_code, payload)
+        return response.status_code, payload
+
+    def _get[M: BaseModel](self, model: type[M], method: str, path: str, body: Any = None) -> M:
+        _, payload = self.request(method, path, body)
+        return model.model_validate(payload)
+
+    # --- projects (owner) -------------------------------------------------------------------
+    def list_projects(self) -> responses.ProjectList:
+        return self._get(responses.ProjectList, "GET", "/projects")
+
+    def create_project(self, name: str, require_receipt: bool = True) -> responses.ProjectBody:
+        body = bodies.CreateProject(name=name, requireReceipt=require_receipt)
+        return self._get(responses.ProjectBody, "POST", "/projects", _body(body))
+
+    def set_settings(self, project: str, require_receipt: bool) -> responses.SettingsBody:
+        body = bodies.Settings(requireReceipt=require_receipt)
+        path = f"/projects/{project}/settings"
+        return self._get(responses.SettingsBody, "PATCH", path, body.model_dump(by_alias=True))
+
+    def set_policy(self, project: str, protect_checks: bool) -> responses.PolicyBody:
+        body = bodies.Policy(protectChecks=protect_checks).model_dump(by_alias=True)
+        return self._get(responses.PolicyBody, "PUT", f"/projects/{project}/policy", body)
+
+    def state(self, project: str) -> responses.ProjectState:
+        return self._get(responses.ProjectState, "GET", f"/projects/{project}/state")
+
+    def create_agent(self, name: str) -> responses.CreatedAgent:
+        body = _body(bodies.CreateAgent(name=name))
+        return self._get(responses.CreatedAgent, "POST", "/agents", body)
+
+    def revoke_agent(self, agent_id: str) -> responses.RevokedAgent:
+        return self._get(responses.RevokedAgent, "DELETE", f"/agents/{agent_id}")
+
+    def add_member(self, project: str, agent_id: str) -> responses.MemberBody:
+        body = _body(bodies.AddMember(agentId=agent_id))
+        return self._get(responses.MemberBody, "POST", f"/projects/{project}/members", body)
+
+    def create_packet(self, project: str, title: str) -> responses.PacketBody:
+        body = _body(bodies.CreatePacket(title=title))
+        return self._get(responses.PacketBody, "POST", f"/projects/{project}/packets", body)
+
+    # --- agents -----------------------------------------------------------------------------
+    def create_fork(self, project: str, name: str) -> responses.ForkBody:
+        body = _body(bodies.CreateFork(name=name))
+        return self._get(responses.ForkBody, "POST", f"/projects/{project}/forks", body)
+
+    def claim(self, project: str, packet: str) -> responses.ClaimBody:
+        path = f"/projects/{project}/packets/{packet}/claim"
+        return self._get(responses.ClaimBody, "POST", path)
+
+    def release(self, project: str, packet: str) -> responses.ReleasedClaim:
+        path = f"/projects/{project}/packets/{packet}/claim"
+        return self._get(responses.ReleasedClaim, "DELETE", path)
+
+    def request_review(
+        self, project: str, packet: str, fork: str, commit: str, follow_pushes: bool = False
+    ) -> responses.ReviewBody:
+        body = bodies.RequestReview(
+            packetId=packet, forkId=fork, commit=commit, followPushes=follow_pushes
+        )
+        path = f"/projects/{project}/reviews"
+        return self._get(responses.ReviewBody, "POST", path, _body(body))
+
+    def add_review_receipt(
+        self, project: str, review: str, receipt: dict[str, Any]
+    ) -> responses.StoredReviewReceipt:
+        path = f"/projects/{project}/reviews/{review}/review-receipts"
+        return self._get(responses.StoredReviewReceipt, "POST", path, receipt)
+
+    def list_review_receipts(self, project: str, review: str) -> responses.ReviewReceiptList:
+        path = f"/projects/{project}/reviews/{review}/review-receipts"
+        return self._get(responses.ReviewReceiptList, "GET", path)
+
+    # --- reviews (owner) --------------------------------------------------------------------
+    def receipt(self, project: str, review: str) -> responses.ReceiptBody:
+        path = f"/projects/{project}/reviews/{review}/receipt"
+        return self._get(responses.ReceiptBody, "GET", path)
+
+    def approve(
+        self, project: str, review: str, commit: str, accept_checks_change: bool = False
+    ) -> responses.ApprovalBody:
+        body = bodies.ApproveBody(commit=commit, acceptChecksChange=accept_checks_change)
+        path = f"/projects/{project}/reviews/{review}/approve"
+        return self._get(responses.ApprovalBody, "POST", path, _body(body))
+
+    def promote(self, project: str, review: str, commit: str) -> PromoteAnswer:
+        """Done (200), or pending (202) while the before-promote run goes on; refusals raise."""
+        body = _body(bodies.CommitBody(commit=commit))
+        path = f"/projects/{project}/reviews/{review}/promote"
+        return _promotion(*self.request("POST", path, body))
+
+    def promotion(self, project: str, review: str) -> PromoteAnswer:
+        return _promotion(*self.request("GET", f"/projects/{project}/reviews/{review}/promotion"))
+
+    def gate(self, project: str, review: str) -> responses.GateView:
+        return self._get(responses.GateView, "GET", f"/projects/{project}/reviews/{review}/gate")
+
+    def history(self, project: str, review: str) -> responses.HistoryView:
+        path = f"/projects/{project}/reviews/{review}/history"
+        return self._get(responses.HistoryView, "GET", path)
+
+    # --- conveniences -----------------------------------------------------------------------
+    def review(self, project: str, review: str) -> responses.ReviewView:
+        for found in self.state(project).reviews:
+            if found.id == review:
+                return found
+        raise ApiError(404, "Review not found.")
+
+    def console_link(self, project: str, review: str) -> str:
+        return f"{self.config.url}/#/p/{project}/r/{review}"

@@ -1,0 +1,222 @@
+"""`forkhorse mcp`: the client's moves as MCP tools, over stdio, with the official SDK.
+
+Every tool answers a typed model (its output schema); a refusal is a tool error carrying
+the service's own sentence. Credentials come from the same configuration as the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, ConfigDict, Field
+
+from forkhorse.client import workflow
+from forkhorse.client.api import ForkhorseClient
+from forkhorse.client.config import ClientConfig
+from forkhorse.client.errors import ApiError, ClientError
+from forkhorse.client.follow import MAX_WAIT_SECONDS, CheckEvent, follow, review_summary
+from forkhorse.domain.receipts import ReceiptSummary
+from forkhorse.service import responses
+
+# A tool call waits at most this long; a longer wait is another call.
+MAX_TOOL_WAIT_SECONDS = 600.0
+DEFAULT_TOOL_WAIT_SECONDS = 300.0
+
+ProjectId = Annotated[str, Field(min_length=1, max_length=200, description="The project's id.")]
+ReviewId = Annotated[str, Field(min_length=1, max_length=200, description="The review's id.")]
+PacketId = Annotated[str, Field(min_length=1, max_length=200, description="The packet's id.")]
+Commit = Annotated[
+    str | None,
+    Field(default=None, pattern=r"^[0-9a-f]{40}$", description="Default: the review's commit."),
+]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+
+class Submitted(_Out):
+    project: str
+    review: str
+    commit: str
+    fork: str
+    console: str
+    receipt: ReceiptSummary | None
+
+
+class Settled(_Out):
+    project: str
+    review: str
+    status: str
+    digest: str | None
+    console: str
+    receipt: ReceiptSummary
+
+
+class Packets(_Out):
+    packets: list[responses.PacketState]
+
+
+class PromoteResult(_Out):
+    promotion: responses.DonePromotion
+    run: ReceiptSummary | None = Field(description="The before-promote run that was followed.")
+
+
+def build(config: ClientConfig) -> MCPServer[Any]:
+    client = ForkhorseClient(config)
+    server: MCPServer[Any] = MCPServer(
+        "forkhorse",
+        instructions=(
+            "Forkhorse reviews your commits: submit_review pushes a checkout's HEAD to your "
+            "fork and requests the review; wait_for_receipt follows the checks to a receipt."
+        ),
+    )
+
+    def call[T](move: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            result = move(*args, **kwargs)
+        except ClientError as failed:
+            raise _tool_error(failed) from None
+        return result
+
+    @server.tool()
+    def list_projects() -> responses.ProjectList:
+        """The owner's projects."""
+        return call(client.list_projects)
+
+    @server.tool()
+    def list_packets(project: ProjectId) -> Packets:
+        """The project's work packets, with their live claims."""
+        return Packets(packets=call(client.state, project).packets)
+
+    @server.tool()
+    def claim_packet(project: ProjectId, packet: PacketId) -> responses.ClaimBody:
+        """Claim a packet, or renew your claim (a claim is a lease)."""
+        return call(client.claim, project, packet)
+
+    @server.tool()
+    def submit_review(
+        project: ProjectId,
+        packet: PacketId,
+        checkout: Annotated[str, Field(description="Path of a git checkout; its HEAD is sent.")],
+        fork: Annotated[str | None, Field(description="Your fork's name.")] = None,
+        follow_pushes: bool = False,
+    ) -> Submitted:
+        """Push the checkout's HEAD to your fork (created if you have none), claim the
+        packet and request the review; the receipt starts running."""
+        done: workflow.Submitted = call(
+            workflow.submit,
+            client,
+            project,
+            packet,
+            Path(checkout),
+            fork_name=fork,
+            follow_pushes=follow_pushes,
+        )
+        return Submitted(
+            project=project,
+            review=done.review.id,
+            commit=done.commit,
+            fork=done.fork.id,
+            console=client.console_link(project, done.review.id),
+            receipt=done.review.receipt,
+        )
+
+    @server.tool()
+    async def wait_for_receipt(
+        project: ProjectId,
+        review: ReviewId,
+        ctx: Context,
+        timeout_seconds: Annotated[
+            float, Field(gt=0, le=MAX_TOOL_WAIT_SECONDS)
+        ] = DEFAULT_TOOL_WAIT_SECONDS,
+    ) -> Settled:
+        """Follow the review's receipt until it settles, with a progress notification as
+        each check starts and ends; an error if it is still running after the timeout."""
+        events = follow(
+            lambda: review_summary(client, project, review),
+            timeout=min(timeout_seconds, MAX_WAIT_SECONDS),
+        )
+        done = 0
+        while True:
+            item = await anyio.to_thread.run_sync(_next_or_error, events)
+            if isinstance(item, ReceiptSummary):
+                return Settled(
+                    project=project,
+                    review=review,
+                    status=item.status,
+                    digest=item.digest,
+                    console=client.console_link(project, review),
+                    receipt=item,
+                )
+            done += 0 if item.started else 1
+            verb = "started" if item.started else item.check.outcome
+            await ctx.report_progress(done, None, f"{item.check.name}: {verb}")
+
+    @server.tool()
+    def get_state(project: ProjectId) -> responses.ProjectState:
+        """The project as you may see it: canonical, forks, packets, reviews, ledger."""
+        return call(client.state, project)
+
+    @server.tool()
+    def get_gate_reasons(project: ProjectId, review: ReviewId) -> responses.GateView:
+        """Would approve and promote be refused now, and why (owner)."""
+        return call(client.gate, project, review)
+
+    @server.tool()
+    def attach_review_receipt(
+        project: ProjectId,
+        review: ReviewId,
+        receipt: Annotated[dict[str, Any], Field(description="A Flow-Next review receipt.")],
+    ) -> responses.StoredReviewReceipt:
+        """Attach a Flow-Next review receipt to the review."""
+        return call(client.add_review_receipt, project, review, receipt)
+
+    @server.tool()
+    def approve(
+        project: ProjectId, review: ReviewId, commit: Commit = None
+    ) -> responses.ApprovalBody:
+        """Approve the review's commit (owner); the gate applies in required mode."""
+        target = commit or call(client.review, project, review).commit
+        return call(client.approve, project, review, target)
+
+    @server.tool()
+    def promote(project: ProjectId, review: ReviewId, commit: Commit = None) -> PromoteResult:
+        """Promote the review's commit (owner): a fresh before-promote run, then a
+        fast-forward of canonical. Fails with "Checks failed before promote." when it does."""
+        outcome: workflow.PromoteOutcome = call(
+            workflow.promote, client, project, review, commit, None, MAX_TOOL_WAIT_SECONDS
+        )
+        if outcome.status != 200:
+            raise _tool_error(ApiError.from_body(outcome.status, outcome.body))
+        return PromoteResult(
+            promotion=responses.Promoted.model_validate(outcome.body).promotion, run=outcome.run
+        )
+
+    return server
+
+
+def _tool_error(failed: Exception) -> ToolError:
+    """A tool error with the service's own sentence (and a gate's reasons, one a line)."""
+    if isinstance(failed, ApiError):
+        reasons = "".join(f"\n- {reason}" for reason in failed.reasons or ())
+        return ToolError(failed.error + reasons)
+    return ToolError(str(failed))
+
+
+def _next_or_error(events: Any) -> CheckEvent | ReceiptSummary:
+    try:
+        item: CheckEvent | ReceiptSummary = next(events)
+    except Exception as failed:
+        raise _tool_error(failed) from None
+    return item
+
+
+def serve(config: ClientConfig) -> None:
+    anyio.run(build(config).run_stdio_async)
