@@ -13,6 +13,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "forkhorse.serve",
     "forkhorse.adapters.containers.cli",
     "forkhorse.gc",
+    "forkhorse.attest.cli",
+    "forkhorse.signing_keys",
 )
 
 

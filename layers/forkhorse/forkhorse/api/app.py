@@ -22,6 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from forkhorse import console
 from forkhorse.api import guards
 from forkhorse.api import links as links_to
+from forkhorse.api.attestation_routes import register_attestation_routes
 from forkhorse.api.models import (
     AddMember,
     ApproveBody,
@@ -178,6 +179,7 @@ class ForkhorseApi:
         app.get("/openapi.json", include_in_schema=False)(self._openapi)
         self._register_projects()
         self._register_reviews()
+        register_attestation_routes(app, self.service.attestations, self.caller)
 
     def _service_error(self, error: ServiceError) -> Response[str]:
         return error_response(error.status, error.body())
