@@ -25,7 +25,8 @@ from tests.support.attest import (
     record_digest,
     sign_kms_digests_like_aws,
 )
-from tests.support.promote import PASSING, REGION, AwsWorld
+from tests.support.promote import PASSING, AwsWorld
+from tests.support.step_functions import REGION
 
 
 @pytest.fixture
