@@ -9,11 +9,12 @@ from typing import Any
 
 from forkhorse.attest.envelopes import sign_statement
 from forkhorse.attest.keys import public_key_json
-from forkhorse.attest.statements import receipt_statement, statement_bytes
-from forkhorse.domain.canonical import digest_of
+from forkhorse.attest.statements import receipt_statement
 from forkhorse.domain.checks import parse_checks
 from forkhorse.domain.receipts import CheckRecord, ReceiptRecord
 from securesystemslib.signer import CryptoSigner
+
+from tests.support.store import record_digest
 
 COMMIT = "c" * 40
 OTHER_COMMIT = "d" * 40
@@ -70,10 +71,6 @@ def fabricated_record(**changes: Any) -> ReceiptRecord:
     }
     fields.update(changes)
     return ReceiptRecord(**fields)
-
-
-def record_digest(record: ReceiptRecord) -> str:
-    return digest_of(statement_bytes(record.model_dump(mode="json")))
 
 
 def signed_receipt(signer: CryptoSigner, record: ReceiptRecord | None = None) -> dict[str, Any]:

@@ -22,11 +22,11 @@ from tests.support.attest import (
     COMMIT,
     fabricated_record,
     payload_of,
-    record_digest,
     sign_kms_digests_like_aws,
 )
 from tests.support.promote import PASSING, AwsWorld
 from tests.support.step_functions import REGION
+from tests.support.store import record_digest
 
 
 @pytest.fixture

@@ -23,6 +23,9 @@ class DynamoDbAttestations:
         self._client = client
         self._table = table_name
 
+    def close(self) -> None:
+        """Nothing to release: the boto3 client is owned by the caller."""
+
     def _put_new(self, item: dict[str, dict[str, str]]) -> bool:
         try:
             self._client.put_item(TableName=self._table, Item=item, ConditionExpression=_ABSENT)

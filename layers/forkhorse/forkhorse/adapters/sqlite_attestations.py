@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -27,24 +27,26 @@ _BUSY_TIMEOUT_SECONDS = 30.0
 
 
 class SqliteAttestations:
-    """Put-if-absent rows; a short-lived connection per call (calls are rare: one per
-    attach, promotion or read), serialised per process."""
+    """Put-if-absent rows over one connection, serialised per process (calls are rare: one
+    per attach, promotion or read)."""
 
     def __init__(self, database: Path) -> None:
-        self._path = database
+        self._conn = sqlite3.connect(
+            database, timeout=_BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute("PRAGMA synchronous=NORMAL")  # as the Store's: WAL keeps it durable
         self._lock = threading.Lock()
         with self._connection() as conn:
             conn.executescript(_SCHEMA)
 
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        with (
-            self._lock,
-            closing(
-                sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT_SECONDS, isolation_level=None)
-            ) as conn,
-        ):
-            yield conn
+        with self._lock:
+            yield self._conn
 
     def put_envelope(self, subject: str, envelope: str, now: datetime) -> bool:
         with self._connection() as conn:

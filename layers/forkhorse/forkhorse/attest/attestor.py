@@ -66,6 +66,9 @@ class Attestor:
         subject = promotion_subject(facts.project, facts.promotion_id)
         self._sign(subject, promotion_statement(facts), now)
 
+    def close(self) -> None:
+        self.store.close()
+
     # --- reading --------------------------------------------------------------------
     def _envelope(self, subject: str) -> dict[str, Any] | None:
         text = self.store.get_envelope(subject)

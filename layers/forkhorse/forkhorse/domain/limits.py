@@ -174,12 +174,12 @@ class LocalLogLimits:
 # --- signed evidence (`forkhorse.attest`) --------------------------------------------------
 @dataclass(frozen=True)
 class AttestationLimits:
-    """A receipt's envelope holds no logs or messages: with the checks file's bounds (64
-    checks in 64 KiB) it stays well under `envelope_bytes`, which `forkhorse verify` also
-    applies to what it reads (as `key_file_bytes` to a key file)."""
+    """A receipt's envelope holds no logs or messages: with the checks' bounds (64 checks,
+    64-character names) it is at most ~24 KB, well under `envelope_bytes`, which `forkhorse
+    verify` applies to what it reads (and `key_file_bytes` to a key file)."""
 
-    envelope_bytes: int = 1 * MIB
-    key_file_bytes: int = 256 * KIB
+    envelope_bytes: int = 256 * KIB
+    key_file_bytes: int = 64 * KIB
 
 
 # --- the receipt run -----------------------------------------------------------------------

@@ -77,6 +77,8 @@ class LocalRuntime:
     def close(self) -> None:
         self.supervisor.shutdown()
         self.journal.close()
+        if self.deps.attestor is not None:
+            self.deps.attestor.close()
         self.store.close()
 
 
@@ -141,10 +143,13 @@ def rotate_local_key(home: Path, clock: Clock | None = None) -> str:
     Returns the new key's id. A running server keeps its key until it restarts."""
     if not (home / DATABASE_NAME).is_file():
         raise FileNotFoundError(f"{home} holds no Forkhorse state")
-    attestor = Attestor(SqliteAttestations(home / DATABASE_NAME), LocalKeyring(home).rotate())
-    attestor.install_key((clock or SystemClock()).now())
-    assert attestor.signer is not None
-    return attestor.signer.public_key.keyid
+    signer = LocalKeyring(home).rotate()
+    attestor = Attestor(SqliteAttestations(home / DATABASE_NAME), signer)
+    try:
+        attestor.install_key((clock or SystemClock()).now())
+    finally:
+        attestor.close()
+    return signer.public_key.keyid
 
 
 def local_public_keys(home: Path) -> list[tuple[str, str, bool]]:
