@@ -62,13 +62,7 @@ def test_signing_locally(tmp_path: Path) -> None:
     assert add < 50 * max(put, 0.001)
 
 
-def test_signing_with_kms_on_moto(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
+def test_signing_with_kms_on_moto(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     sign_kms_digests_like_aws(monkeypatch)
     with mock_aws():
         dynamodb = boto3.client("dynamodb")

@@ -10,67 +10,21 @@ from typing import Any
 from forkhorse.attest.envelopes import sign_statement
 from forkhorse.attest.keys import public_key_json
 from forkhorse.attest.statements import receipt_statement
-from forkhorse.domain.checks import parse_checks
-from forkhorse.domain.receipts import CheckRecord, ReceiptRecord
+from forkhorse.domain.receipts import ReceiptRecord
 from securesystemslib.signer import CryptoSigner
 
-from tests.support.store import record_digest
+from tests.support.store import COMMIT, record, record_digest
 
-COMMIT = "c" * 40
+__all__ = ["COMMIT", "record_digest"]
+
 OTHER_COMMIT = "d" * 40
 PROJECT = "proj"
-PINNED = "localhost/forkhorse/busybox@sha256:" + "b" * 64
-MODULE_DIGEST = "module:sha256:" + "a" * 64
-CHECKS = (
-    '[{"name":"quick","tier":"quick","module":".forkhorse/quick/ok.py"},'
-    '{"name":"full","tier":"full","image":"busybox","run":"true"}]'
-)
 
 
 def fabricated_record(**changes: Any) -> ReceiptRecord:
-    """A passing two-check record, as finalize would publish it (fabricated for unit tests)."""
-    quick, full = parse_checks(CHECKS)
-    checks = [
-        CheckRecord(
-            name="quick",
-            tier="quick",
-            definition=quick.definition(),
-            runtime="dynamic-worker",
-            platform="local-bwrap",
-            image_digest=MODULE_DIGEST,
-            outcome="passed",
-            message="ok",
-            duration_ms=5,
-        ),
-        CheckRecord(
-            name="full",
-            tier="full",
-            definition=full.definition(),
-            runtime="container",
-            platform="podman",
-            image_digest=PINNED,
-            outcome="passed",
-            message="Exited with code 0.",
-            duration_ms=200,
-        ),
-    ]
-    fields: dict[str, Any] = {
-        "project": PROJECT,
-        "review_id": "r1",
-        "commit": COMMIT,
-        "tree": "t" * 40,
-        "generation": "g1",
-        "trigger": "review-created",
-        "status": "passed",
-        "evidence": "mixed",
-        "platform": "local-bwrap+podman",
-        "started_at": "2026-10-12T16:55:00.000Z",
-        "finished_at": "2026-10-12T16:55:01.000Z",
-        "duration_ms": 1000,
-        "checks": checks,
-    }
-    fields.update(changes)
-    return ReceiptRecord(**fields)
+    """A passing quick-and-full record as finalize would publish it, with `changes`
+    (fabricated for the pure statement and verification tests; real runs sign real ones)."""
+    return record().model_copy(update=changes)
 
 
 def signed_receipt(signer: CryptoSigner, record: ReceiptRecord | None = None) -> dict[str, Any]:

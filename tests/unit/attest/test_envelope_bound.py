@@ -11,7 +11,9 @@ from forkhorse.domain.limits import ATTESTATION
 from forkhorse.domain.receipts import CheckRecord
 from securesystemslib.signer import CryptoSigner
 
-from tests.support.attest import PINNED, envelope_bytes, fabricated_record, signed_receipt
+from tests.support.attest import envelope_bytes, fabricated_record, signed_receipt
+
+PINNED = "localhost/forkhorse/busybox@sha256:" + "b" * 64
 
 
 def _largest_checks_file() -> str:

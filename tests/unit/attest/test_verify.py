@@ -75,10 +75,11 @@ def test_a_signed_receipt_verifies_and_states_the_commit_and_every_check(
         False,
     )
     assert [(c["name"], c["tier"], c["runtime"], c["outcome"]) for c in predicate["checks"]] == [
-        ("quick", "quick", "dynamic-worker", "passed"),
-        ("full", "full", "container", "passed"),
+        ("check-0", "quick", "dynamic-worker", "passed"),
+        ("check-1", "full", "container", "passed"),
     ]
-    assert predicate["checks"][1]["imageDigest"].endswith("@sha256:" + "b" * 64)
+    assert predicate["checks"][0]["imageDigest"] == "module:sha256:" + "0" * 64
+    assert predicate["checks"][1]["imageDigest"] == "sha256:" + "1" * 64
     assert "stdout" not in json.dumps(predicate)  # no logs in a statement
 
 

@@ -95,20 +95,17 @@ def test_standard_tools_verify_the_signature(tmp_path: Path, signer: CryptoSigne
     _write(tmp_path / "pae.bin", pae)
     _write(tmp_path / "sig.der", base64.b64decode(envelope["signatures"][0]["sig"]))
     _write(tmp_path / "key.pem", signer.public_key.keyval["public"].encode())
-    done = subprocess.run(
-        ["openssl", "dgst", "-sha256", "-verify", "key.pem", "-signature", "sig.der", "pae.bin"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    done = _openssl_verify(tmp_path)
     assert (done.returncode, done.stdout.strip()) == (0, "Verified OK")
     _write(tmp_path / "pae.bin", pae.replace(b'"passed"', b'"failed"', 1))
-    tampered = subprocess.run(
+    assert _openssl_verify(tmp_path).returncode == 1
+
+
+def _openssl_verify(directory: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         ["openssl", "dgst", "-sha256", "-verify", "key.pem", "-signature", "sig.der", "pae.bin"],
-        cwd=tmp_path,
+        cwd=directory,
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert tampered.returncode == 1
