@@ -64,9 +64,13 @@ def test_what_one_receipt_run_and_one_promote_cost_on_aws(
     before = len(_table_items(aws_world))
 
     with counting_aws_calls(monkeypatch) as review_usage:
-        review_id = aws_world.service().reviews.request(
-            lane.agent, aws_world.project_id, lane.packet_id, lane.fork_id, commit, False
-        ).review.id
+        review_id = (
+            aws_world.service()
+            .reviews.request(
+                lane.agent, aws_world.project_id, lane.packet_id, lane.fork_id, commit, False
+            )
+            .review.id
+        )
         with review_usage.uncounted():
             aws_world.wait_receipt(review_id)
         aws_world.service().approvals.approve(OWNER, aws_world.project_id, review_id, commit)

@@ -220,8 +220,42 @@ def test_only_the_public_routes_skip_authorization(resources: dict[str, Any]) ->
         ("GET", "/docs"),
         ("GET", "/"),
         ("GET", "/console/{proxy+}"),
+        ("GET", "/keys"),  # the public keys that verify evidence
         ("ANY", "/git/{proxy+}"),  # git smart HTTP checks Basic credentials itself
     }
+
+
+SIGNERS = ("FinalizeFunction", "PromoteWriteFunction", "PromoteSettleFunction")
+
+
+def test_only_the_trusted_steps_may_sign_evidence(resources: dict[str, Any]) -> None:
+    """Invariant 10: the key policy names the three signing roles and no one else may sign
+    (not the account's administrators); no role's own policy grants kms:Sign either."""
+    key = resources["SigningKey"]["Properties"]
+    assert (key["KeySpec"], key["KeyUsage"]) == ("ECC_NIST_P256", "SIGN_VERIFY")
+    statements = key["KeyPolicy"]["Statement"]
+    signing = [s for s in statements if "kms:Sign" in _actions(s)]
+    assert len(signing) == 1
+    roles = signing[0]["Principal"]["AWS"]
+    assert roles == [{"Fn::GetAtt": [f"{name}Role", "Arn"]} for name in SIGNERS]
+    for statement in statements:
+        assert not any(action in ("kms:*", "*") for action in _actions(statement))
+    for name, resource in resources.items():
+        if resource["Type"] == "AWS::IAM::Role":
+            for statement in _statements(resource["Properties"]):
+                granted = _actions(statement)
+                assert not any(a.startswith("kms:Sign") or a == "kms:*" for a in granted), name
+    for name in SIGNERS:
+        variables = resources[name]["Properties"]["Environment"]["Variables"]
+        assert variables["FORKHORSE_SIGNING_KEY"] == {"Ref": "SigningKey"}
+    named = {
+        name
+        for name, resource in resources.items()
+        if resource["Type"] == "AWS::Lambda::Function"
+        and "FORKHORSE_SIGNING_KEY"
+        in resource["Properties"].get("Environment", {}).get("Variables", {})
+    }
+    assert named == set(SIGNERS)
 
 
 def test_every_authenticated_route_uses_the_one_bearer_token_authorizer(

@@ -16,6 +16,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "forkhorse.cli_image",
     "forkhorse.gc",
     "forkhorse.client.cli",
+    "forkhorse.attest.cli",
+    "forkhorse.signing_keys",
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import expect
@@ -139,6 +140,14 @@ def _check_the_passed_review(
     expect(page.locator("#digest")).to_have_text(digest)
     page.get_by_role("button", name="Copy the digest").click()
     assert page.evaluate("navigator.clipboard.readText()") == digest
+    # Signed evidence: "signed" with the key id beside the digest, and the envelope to download.
+    envelope = server.owner.ok("GET", f"/projects/{project.id}/reviews/{review_id}/attestation")
+    keyid = envelope["signatures"][0]["keyid"]
+    expect(page.locator("#signature")).to_have_text(f"✓ Signed with key {keyid[:12]}")
+    expect(page.locator("#signing-key")).to_have_attribute("title", keyid)
+    with page.expect_download() as downloaded:
+        page.locator("#download-attestation").click()
+    assert json.loads(Path(downloaded.value.path()).read_text()) == envelope
     # The gate lists its reason instead of "waiting".
     expect(page.locator("#approve-gate")).to_contain_text("The gate accepts approval")
     expect(page.locator("#promote-gate")).to_contain_text(

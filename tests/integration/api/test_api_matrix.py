@@ -93,6 +93,20 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
         None,
         {"owner": 200, "other_owner": 404, "fork_agent": 200, "member_agent": 200},
     ),
+    # The review declares no checks: no record, so nothing signed; only its agent may ask.
+    (
+        "GET",
+        R + "/attestation",
+        None,
+        {"owner": 404, "other_owner": 404, "fork_agent": 404, "member_agent": 403},
+    ),
+    (
+        "GET",
+        P + "/promotions/unknown/attestation",
+        None,
+        {"owner": 404, "other_owner": 404, "fork_agent": 404, "member_agent": 404},
+    ),
+    ("GET", "/keys", None, dict.fromkeys(ROLES, 200)),
     ("GET", "/openapi.json", None, dict.fromkeys(ROLES, 200)),
     ("GET", "/docs", None, dict.fromkeys(ROLES, 200)),
 ]

@@ -26,6 +26,7 @@ from forkhorse import console
 from forkhorse.api import guards
 from forkhorse.api.resolver import ThreadLocalResolver
 from forkhorse.api.routes.answers import JSON
+from forkhorse.api.routes.attestations import AttestationRoutes
 from forkhorse.api.routes.projects import ProjectRoutes
 from forkhorse.api.routes.reviews import ReviewRoutes
 from forkhorse.domain.limits import API_INPUT
@@ -127,6 +128,7 @@ class ForkhorseApi:
         app.get("/openapi.json", include_in_schema=False)(self.openapi)
         app.include_router(ProjectRoutes(self.service.projects).router)
         app.include_router(ReviewRoutes(self.service).router)
+        app.include_router(AttestationRoutes(self.service.attestations).router)
 
     def _service_error(self, error: ServiceError) -> Response[str]:
         return error_response(error.status, error.body())

@@ -30,7 +30,7 @@ from forkhorse.service.errors import BadRequest, Forbidden, ServiceError, Unauth
 from forkhorse.service.identity import Caller
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-PUBLIC_PATHS = frozenset({"/openapi.json", "/docs"})
+PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/keys"})  # /keys: public keys only
 CROSS_ORIGIN = "Cross-origin requests are refused."
 NOT_JSON = "Content-Type must be application/json."
 NO_CREDENTIALS = "Authentication required: send Authorization: Bearer <token>."

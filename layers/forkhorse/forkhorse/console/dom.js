@@ -83,6 +83,7 @@ const STATUS = {
   skipped: ['⤼', 'Skipped'],
   pending: ['·', 'Not started'],
   done: ['✓', 'Done'],
+  signed: ['✓', 'Signed'],
   none: ['–', 'No receipt'],
   open: ['✓', 'Open'],
   closed: ['✗', 'Closed'],

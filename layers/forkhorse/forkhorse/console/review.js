@@ -9,6 +9,7 @@ import { api, ApiError, get, paths } from './api.js';
 import { graphSection } from './graph.js';
 import { logViewer } from './logs.js';
 import { flowSection } from './flow.js';
+import { loadEnvelope, signatureFact } from './attestation.js';
 
 const RUNNING_POLL_MS = 1000;
 const IDLE_POLL_MS = 5000;
@@ -74,7 +75,10 @@ class ReviewPage {
     if (!review) throw new ApiError(404, { error: 'Review not found.' });
     Object.assign(this, { state, review, gate, history, flow });
     const digest = review.receipt?.digest ?? null;
-    if (digest && this.record?.digest !== digest) this.record = await this.loadRecord();
+    if (digest && this.record?.digest !== digest) {
+      [this.record, this.envelope] = await Promise.all([
+        this.loadRecord(), loadEnvelope(`${this.base}/attestation`)]);
+    }
   }
 
   async loadRecord() {
@@ -132,6 +136,7 @@ class ReviewPage {
         ? [h('code', { id: 'digest', class: 'wrap' }, receipt.digest), ' ', copyButton(receipt.digest, 'Copy the digest', 'copy-digest')]
         : h('span', { class: 'muted' }, receipt.status === 'running'
           ? 'None yet: the run is still going.' : 'None: no record was attached.')],
+      receipt.digest ? signatureFact(this.envelope, `receipt-${shortSha(receipt.digest)}.dsse.json`) : null,
     ]);
   }
 

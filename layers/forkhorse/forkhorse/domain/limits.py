@@ -171,6 +171,17 @@ class LocalLogLimits:
     backups: int = 5  # rotated files kept; older ones are deleted
 
 
+# --- signed evidence (`forkhorse.attest`) --------------------------------------------------
+@dataclass(frozen=True)
+class AttestationLimits:
+    """A receipt's envelope holds no logs or messages: with the checks' bounds (64 checks,
+    64-character names) it is at most ~24 KB, well under `envelope_bytes`, which `forkhorse
+    verify` applies to what it reads (and `key_file_bytes` to a key file)."""
+
+    envelope_bytes: int = 256 * KIB
+    key_file_bytes: int = 64 * KIB
+
+
 # --- the receipt run -----------------------------------------------------------------------
 # ReceiptRun's state-machine `TimeoutSeconds` (statemachine/receipt_run.asl.json; a template
 # test holds them equal): no run outlives it, whatever its checks declare.
@@ -187,3 +198,4 @@ QUICK_SANDBOX = QuickSandboxLimits()
 CONTAINER = ContainerLimits()
 QUEUE = QueueLimits()
 LOCAL_LOG = LocalLogLimits()
+ATTESTATION = AttestationLimits()

@@ -37,6 +37,7 @@ from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.runner.contracts import PromoteStart, PromoteState, RunReserved
 from forkhorse.service import promotion_rules as rules
 from forkhorse.service.approvals import gather_evidence
+from forkhorse.service.attestations import attest_promotion
 from forkhorse.service.context import Context
 from forkhorse.service.errors import (
     CHECKS_FAILED_BEFORE_PROMOTE,
@@ -290,7 +291,9 @@ def promote_write(deps: PromoteDeps, state: PromoteState) -> PromoteState:
     promotion = _promotion(deps, state)
     if promotion.state == "writing":
         _write(deps, promotion, _token(state))
-    outcome = _outcome(_promotion(deps, state))
+    settled = _promotion(deps, state)
+    attest_promotion(deps, settled)  # the VSA, once canonical moved
+    outcome = _outcome(settled)
     observability.promote_finished(outcome)
     return _out(state, outcome=outcome)
 
@@ -367,6 +370,8 @@ def promote_settle(deps: PromoteDeps, state: PromoteState) -> PromoteState:
         if token is not None and promotion is not None and promotion.state in OPEN_WRITES:
             rules.reconcile(deps, state.project_id)
     current = deps.store.get_promotion(state.project_id, state.promotion_id)
+    if current is not None:
+        attest_promotion(deps, current)  # a write that landed but was not attested yet
     outcome = "failed" if current is None else _outcome(current)
     observability.promote_finished(outcome)
     return _out(state, outcome=outcome)

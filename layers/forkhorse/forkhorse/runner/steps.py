@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forkhorse import observability, records
+from forkhorse.attest.attestor import Attestor
 from forkhorse.domain.checks import (
     CHECKS_PATH,
     FullCheckDef,
@@ -118,6 +119,8 @@ class RunnerDeps:
     # `time.monotonic` reading, the end of the check's own timeout.
     checkout_source: Callable[[Snapshot, str, float], Path | ArchiveLink]
     poll_seconds: float = FULL_POLL_SECONDS
+    # Signs each record's statement before it attaches (Invariant 10: the only key holder).
+    attestor: Attestor | None = None
 
 
 def exported_checkout(workdir: Path) -> Callable[[Snapshot, str, float], Path]:
@@ -486,6 +489,8 @@ def _publish(
         checks=checks,
     )
     digest = records.put_record(deps.store, record, deps.clock.now())
+    if deps.attestor is not None:
+        deps.attestor.attest_receipt(record, digest, deps.clock.now())
     attached = deps.store.attach(
         run.review_id,
         run.commit,

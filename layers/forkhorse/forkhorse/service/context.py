@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from forkhorse.attest.attestor import Attestor
 from forkhorse.domain.model import Fork, Project, Review
 from forkhorse.domain.snapshot import SnapshotUnavailable
 from forkhorse.ports.clock import Clock
@@ -47,6 +48,8 @@ class Context:
     orchestrator: Orchestrator
     clock: Clock
     settings: ServiceSettings
+    # Signed evidence: reads everywhere, signs only where it holds a key (the trusted steps).
+    attestor: Attestor | None = None
 
     # --- roles ----------------------------------------------------------------------
     @staticmethod

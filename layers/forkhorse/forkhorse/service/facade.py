@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from forkhorse.attest.attestor import Attestor
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost
 from forkhorse.ports.orchestrator import Orchestrator
 from forkhorse.ports.store import Store
 from forkhorse.service.approvals import Approvals
+from forkhorse.service.attestations import Attestations
 from forkhorse.service.context import Context, ServiceSettings
 from forkhorse.service.identity import Caller, token_hash
 from forkhorse.service.inspection import Inspection
@@ -25,13 +27,17 @@ class Service:
         orchestrator: Orchestrator,
         clock: Clock,
         settings: ServiceSettings | None = None,
+        attestor: Attestor | None = None,
     ) -> None:
         """Promotes run as workflows the orchestrator starts (`start_promote`)."""
-        self.context = Context(store, git, orchestrator, clock, settings or ServiceSettings())
+        self.context = Context(
+            store, git, orchestrator, clock, settings or ServiceSettings(), attestor
+        )
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)
         self.approvals = Approvals(self.context)
         self.promotions = Promotions(self.context)
+        self.attestations = Attestations(self.context)
         self.inspection = Inspection(self.context, self.approvals, self.promotions)
 
     def authenticate(self, token: str) -> Caller | None:

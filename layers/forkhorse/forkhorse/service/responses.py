@@ -299,3 +299,30 @@ class ReviewReceiptList(_AsWritten):
     receipts: list[ListedReviewReceipt]
     # Digests whose records could not be read: flagged, never a failed listing.
     unreadable: list[str] | None = Field(default=None, exclude_if=is_none)
+
+
+# --- attestations --------------------------------------------------------------------------
+class EnvelopeSignature(_AsWritten):
+    keyid: str
+    sig: str
+
+
+class DsseEnvelope(_Response):
+    """A DSSE envelope (payloadType application/vnd.in-toto+json) holding a signed statement."""
+
+    payload: str
+    payload_type: str
+    signatures: list[EnvelopeSignature]
+
+
+class PublicKey(_AsWritten):
+    keyid: str
+    keytype: str
+    scheme: str
+    keyval: dict[str, str]
+    since: str
+    current: bool = Field(description="The key signing now; older keys stay for verifying.")
+
+
+class KeyList(_Response):
+    keys: list[PublicKey]

@@ -15,14 +15,17 @@ from botocore.config import Config
 from forkhorse import console
 from forkhorse.adapters.containers.fargate import FargateContainerPort, FargateSettings
 from forkhorse.adapters.dynamodb import DynamoDbStore
+from forkhorse.adapters.dynamodb.attestations import DynamoDbAttestations
 from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox
+from forkhorse.adapters.signing.kms import KmsSigner
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.authorizer import OwnerPool
+from forkhorse.attest.attestor import Attestor
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.steps import QuickDeps, RunnerDeps, published_archive
 from forkhorse.service import Service, ServiceSettings
@@ -35,6 +38,7 @@ from forkhorse.wiring.settings import (
     FargateEnvironment,
     OwnerPoolEnvironment,
     ServiceEnvironment,
+    SigningEnvironment,
     require,
 )
 
@@ -69,6 +73,13 @@ def table_store() -> DynamoDbStore:
     return DynamoDbStore(boto3.client("dynamodb"), AwsSettings.from_environ().table_name)
 
 
+def attestor() -> Attestor:
+    """Envelopes and keys in the table; a signer only where the function names the key."""
+    store = DynamoDbAttestations(boto3.client("dynamodb"), AwsSettings.from_environ().table_name)
+    key = SigningEnvironment.from_environ().signing_key
+    return Attestor(store, None if key is None else KmsSigner(boto3.client("kms"), key))
+
+
 def _evidence_drop() -> S3EvidenceDrop:
     return S3EvidenceDrop(_s3_client(), AwsSettings.from_environ().bucket_name)
 
@@ -88,6 +99,7 @@ def runner_deps() -> RunnerDeps:
         clock=SystemClock(),
         checkout_source=published_archive(git),
         poll_seconds=FARGATE_POLL_SECONDS,
+        attestor=attestor(),
     )
 
 
@@ -123,6 +135,7 @@ def build_aws_service() -> Service:
         orchestrator(environment),
         SystemClock(),
         service_settings(environment),
+        attestor(),
     )
 
 

@@ -22,10 +22,13 @@ from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
+from forkhorse.adapters.signing.local_key import LocalKeyring
 from forkhorse.adapters.sqlite import DATABASE_NAME, SqliteStore
+from forkhorse.adapters.sqlite.attestations import SqliteAttestations
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import LocalHttp
+from forkhorse.attest.attestor import Attestor
 from forkhorse.domain.limits import QueueLimits
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
@@ -81,6 +84,8 @@ class LocalRuntime:
     def close(self) -> None:
         self.supervisor.shutdown()
         self.journal.close()
+        if self.deps.attestor is not None:
+            self.deps.attestor.close()
         self.store.close()
 
 
@@ -105,6 +110,7 @@ def build_local_runtime(
     registry = images or ImageRegistry(home)
     clock = clock or SystemClock()
     evidence = StoreEvidenceDrop(store, clock)
+    attestor = local_attestor(home, store.path, clock)
     quick_deps = QuickDeps(sandbox=sandbox or BwrapSandbox(), git=git, evidence=evidence)
     deps = RunnerDeps(
         store=store,
@@ -114,6 +120,7 @@ def build_local_runtime(
         clock=clock,
         checkout_source=exported_checkout(checkouts),
         poll_seconds=LOCAL_POLL_SECONDS,
+        attestor=attestor,
     )
     supervisor = LocalSupervisor(
         deps,
@@ -129,6 +136,34 @@ def build_local_runtime(
     return LocalRuntime(
         home, store, git, InProcessEventBus(), registry, deps, quick_deps, supervisor, journal
     )
+
+
+def local_attestor(home: Path, database: Path, clock: Clock) -> Attestor:
+    """The home's signing key (made at first start, listed at once) and its envelopes."""
+    attestor = Attestor(SqliteAttestations(database), LocalKeyring(home).signer())
+    attestor.install_key(clock.now())
+    return attestor
+
+
+def rotate_local_key(home: Path, clock: Clock | None = None) -> str:
+    """`forkhorse keys rotate`: a new key signs from now on; the old one stays listed.
+    Returns the new key's id. A running server keeps its key until it restarts."""
+    if not (home / DATABASE_NAME).is_file():
+        raise FileNotFoundError(f"{home} holds no Forkhorse state")
+    signer = LocalKeyring(home).rotate()
+    attestor = Attestor(SqliteAttestations(home / DATABASE_NAME), signer)
+    try:
+        attestor.install_key((clock or SystemClock()).now())
+    finally:
+        attestor.close()
+    return signer.public_key.keyid
+
+
+def local_public_keys(home: Path) -> list[tuple[str, str, bool]]:
+    """Every key the home made: (keyid, public PEM, whether it is the current one)."""
+    keyring = LocalKeyring(home)
+    current = keyring.current_keyid()
+    return [(k.keyid, k.keyval["public"], k.keyid == current) for k in keyring.public_keys()]
 
 
 @dataclass
@@ -150,7 +185,14 @@ def build_local_app(
     runtime: LocalRuntime, settings: ServiceSettings, after_step: AfterStep | None = None
 ) -> LocalApp:
     """`after_step` is called after each promote step's journal write (tests crash there)."""
-    service = Service(runtime.store, runtime.git, runtime.supervisor, runtime.deps.clock, settings)
+    service = Service(
+        runtime.store,
+        runtime.git,
+        runtime.supervisor,
+        runtime.deps.clock,
+        settings,
+        runtime.deps.attestor,
+    )
     promotes = LocalPromotes(
         service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
     )

@@ -101,6 +101,13 @@ class EventBusEnvironment(_Environment):
     event_bus_name: str = Field(default="default", alias="EVENT_BUS_NAME")
 
 
+class SigningEnvironment(_Environment):
+    """The KMS key that signs evidence: set only on the steps the key policy lets sign
+    (finalize, promote write and settle); elsewhere evidence is only read."""
+
+    signing_key: str | None = Field(default=None, alias="FORKHORSE_SIGNING_KEY")
+
+
 class LocalSettings(_Environment):
     """`forkhorse serve`, `gc` and `image`: their command-line options' defaults."""
 

@@ -1,0 +1,120 @@
+"""Signed evidence as owners, agents and verifiers see it, and the promotion's VSA.
+
+Reading: the DSSE envelope of a review's attached record (its owner and its reviewing
+agent), of a done promotion, and the public keys. Signing a VSA is the promote-write step's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from forkhorse import records
+from forkhorse.attest.attestor import Attestor
+from forkhorse.attest.statements import PromotionFacts, is_mocked
+from forkhorse.domain.canonical import RecordCorruptedError
+from forkhorse.domain.model import Promotion
+from forkhorse.domain.receipts import format_timestamp
+from forkhorse.ports.git import DEFAULT_BRANCH
+from forkhorse.service.context import Context
+from forkhorse.service.errors import Conflict, Forbidden, NotFound
+from forkhorse.service.identity import Caller
+from forkhorse.service.responses import DsseEnvelope, KeyList
+
+log = logging.getLogger(__name__)
+
+NO_RECEIPT_ATTESTATION = "No signed attestation exists for this review's receipt."
+NO_PROMOTION_ATTESTATION = "No signed attestation exists for this promotion."
+NOT_CONFIGURED = "This deployment does not sign evidence."
+PROMOTION_NOT_FOUND = "Promotion not found."
+NOT_REVIEWING_AGENT = "Only the project's owner and the reviewing agent may read it."
+ACTION = "read attestations"
+
+
+def receipt_attestation_path(project_id: str, review_id: str) -> str:
+    return f"/projects/{project_id}/reviews/{review_id}/attestation"
+
+
+class Attestations:
+    def __init__(self, context: Context) -> None:
+        self._c = context
+
+    def _attestor(self) -> Attestor:
+        if self._c.attestor is None:
+            raise NotFound(NOT_CONFIGURED)
+        return self._c.attestor
+
+    def review(self, caller: Caller, project_id: str, review_id: str) -> DsseEnvelope:
+        """The envelope of the review's attached record."""
+        project = self._c.visible_project(caller, project_id, ACTION)
+        review = self._c.project_review(project, review_id)
+        if caller.is_agent and review.agent_id != caller.id:
+            raise Forbidden(NOT_REVIEWING_AGENT)
+        digest = None if review.execution is None else review.execution.digest
+        envelope = None if digest is None else self._attestor().receipt_envelope(digest)
+        if envelope is None:
+            raise NotFound(NO_RECEIPT_ATTESTATION)
+        return DsseEnvelope.model_validate(envelope)
+
+    def promotion(self, caller: Caller, project_id: str, promotion_id: str) -> DsseEnvelope:
+        """The VSA of a done promotion."""
+        project = self._c.visible_project(caller, project_id, ACTION)
+        promotion = self._c.store.get_promotion(project.id, promotion_id)
+        if promotion is None:
+            raise NotFound(PROMOTION_NOT_FOUND)
+        if caller.is_agent:
+            review = self._c.store.get_review(promotion.review_id)
+            if review is None or review.agent_id != caller.id:
+                raise Forbidden(NOT_REVIEWING_AGENT)
+        envelope = self._attestor().promotion_envelope(project.id, promotion.id)
+        if envelope is None:
+            raise NotFound(NO_PROMOTION_ATTESTATION)
+        return DsseEnvelope.model_validate(envelope)
+
+    def keys(self) -> KeyList:
+        """Every public key that signed here, with its id; rotated keys stay listed."""
+        return KeyList.model_validate(
+            {"keys": [] if self._c.attestor is None else self._c.attestor.keys()}
+        )
+
+
+def attest_promotion(context: Context, promotion: Promotion) -> None:
+    """Sign the VSA of a done promotion (the promote-write step; once per promotion).
+    Canonical has moved by then, so a function without the key logs it rather than fail
+    the workflow (the template names the key to write and settle; a test checks)."""
+    attestor = context.attestor
+    if attestor is None or promotion.state != "done":
+        return
+    if attestor.signer is None:
+        log.error("promotion %s is done but unattested: no signing key here", promotion.id)
+        return
+    attestor.attest_promotion(promotion_facts(context, promotion), context.clock.now())
+
+
+def promotion_facts(context: Context, promotion: Promotion) -> PromotionFacts:
+    base = context.settings.public_url
+    digest = promotion.digest
+    record = None
+    if digest is not None:
+        try:
+            record = records.get_record(context.store, digest)
+        except RecordCorruptedError as corrupted:
+            raise Conflict("The promoted record does not match its digest.") from corrupted
+    attestor = context.attestor
+    payload = None
+    if digest is not None and attestor is not None:
+        payload = attestor.receipt_payload_digest(digest)
+    path = receipt_attestation_path(promotion.project_id, promotion.review_id)
+    return PromotionFacts(
+        project=promotion.project_id,
+        promotion_id=promotion.id,
+        review_id=promotion.review_id,
+        commit=promotion.commit,
+        mode=promotion.mode or "advisory",
+        time_verified=format_timestamp(promotion.settled_at or context.clock.now()),
+        resource_uri=f"git+{base}/git/{promotion.project_id}/canonical.git@{DEFAULT_BRANCH}",
+        record_digest=digest,
+        record_passed=record is not None and record.status == "passed",
+        record_mocked=record is not None and is_mocked(record),
+        receipt_uri=None if payload is None else base + path,
+        receipt_payload_digest=payload,
+    )
