@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from forkhorse.domain.model import Promotion
+from forkhorse.service import Service
 from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE, ServiceError
 from forkhorse.service.promotion_rules import ALREADY_RUNNING, CONSENT_MISSING, NO_PROMOTION
 
@@ -110,7 +111,9 @@ def test_turning_the_requirement_on_gates_an_approved_review_with_the_exact_409(
     fast.service.projects.set_settings(fast.owner, project, True)
     assert _promote(fast, project, review_id, commit) == (409, CHECKS_FAILED)
     # The refusal is kept with the promotion: the status answers it, in any process.
-    answer = fast.service.promotions.status(fast.owner, project, review_id)
+    context = fast.service.context
+    other_process = Service(context.store, context.git, context.orchestrator, context.clock)
+    answer = other_process.promotions.status(fast.owner, project, review_id)
     assert (answer.status, answer.body) == (409, CHECKS_FAILED)
     after = fast.review(project, review_id)
     # Promote reran the checks under a new generation; the before-promote summary stays.
