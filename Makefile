@@ -49,26 +49,30 @@ run: setup
 	FORKHORSE_HOME=$(FORKHORSE_HOME) FORKHORSE_PORT=$(FORKHORSE_PORT) scripts/run.sh
 
 # The three layers partition the suite (bench and soak run by their own targets); make test
-# runs them in one pytest session.
+# runs them in one pytest session. Tests run on TEST_WORKERS pytest-xdist workers: most of
+# them wait on subprocesses (podman, bubblewrap, git), so more workers than cores pays
+# (tests/support/parallel.py says how the suite is spread). TEST_WORKERS=0 runs serially.
 UNIT_TESTS := tests/unit
 INTEGRATION_TESTS := tests/integration tests/hostile
 E2E_TESTS := tests/e2e
 TEST_MARKERS := not bench and not soak
+TEST_WORKERS ?= 4
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS)
 
 test: setup
-	$(PY) -m pytest $(UNIT_TESTS) $(INTEGRATION_TESTS) $(E2E_TESTS) -m "$(TEST_MARKERS)"
+	$(PYTEST) $(UNIT_TESTS) $(INTEGRATION_TESTS) $(E2E_TESTS) -m "$(TEST_MARKERS)"
 
 test-unit: setup
-	$(PY) -m pytest $(UNIT_TESTS) -m "$(TEST_MARKERS)"
+	$(PYTEST) $(UNIT_TESTS) -m "$(TEST_MARKERS)"
 
 test-integration: setup
-	$(PY) -m pytest $(INTEGRATION_TESTS) -m "$(TEST_MARKERS)"
+	$(PYTEST) $(INTEGRATION_TESTS) -m "$(TEST_MARKERS)"
 
 test-e2e: setup
-	$(PY) -m pytest $(E2E_TESTS) -m "$(TEST_MARKERS)"
+	$(PYTEST) $(E2E_TESTS) -m "$(TEST_MARKERS)"
 
 test-hostile: setup
-	$(PY) -m pytest tests/hostile -m "not bench"
+	$(PYTEST) tests/hostile -m "not bench"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

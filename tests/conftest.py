@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.support.lambda_api",
     "tests.support.promote",
     "tests.support.service",
+    "tests.support.parallel",
 ]
 
 # A test that uses the fixture (even through another fixture) needs what the marker names.
