@@ -58,12 +58,15 @@ E2E_TESTS := tests/e2e
 TEST_MARKERS := not bench and not soak
 TEST_WORKERS ?= 4
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS)
+# The unit layer alone is CPU-bound: on 2 cores workers cost more than they save (67 s in one
+# process against 93 s on 2 or 4 workers, measured).
+UNIT_WORKERS ?= 0
 
 test: setup
 	$(PYTEST) $(UNIT_TESTS) $(INTEGRATION_TESTS) $(E2E_TESTS) -m "$(TEST_MARKERS)"
 
 test-unit: setup
-	$(PYTEST) $(UNIT_TESTS) -m "$(TEST_MARKERS)"
+	$(PY) -m pytest -n $(UNIT_WORKERS) $(UNIT_TESTS) -m "$(TEST_MARKERS)"
 
 test-integration: setup
 	$(PYTEST) $(INTEGRATION_TESTS) -m "$(TEST_MARKERS)"
