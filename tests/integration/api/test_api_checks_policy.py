@@ -122,19 +122,6 @@ def test_with_the_policy_off_the_spec_behaviour_is_unchanged(server: Server) -> 
     assert server.owner.state(required.id)["ledger"][-1]["acceptedChecksChange"] == []
 
 
-def test_advisory_mode_shows_the_diff_but_never_blocks(server: Server) -> None:
-    project = new_guarded_project(server, require_receipt=False)
-    lane = new_lane(project)
-    commit, review = lane.reviewed({MODULE: ALWAYS_PASSES})
-    gate = server.owner.ok("GET", f"{_path(project, review['id'])}/gate")
-    assert gate["checks"]["enforced"] is False
-    assert [d["change"] for d in gate["checks"]["diff"]] == ["changed"]
-    status, approved = _approve(project, review["id"], commit)
-    assert status == 200, approved
-    status, promoted = server.owner.promote(project.id, review["id"], commit)
-    assert status == 200, promoted
-
-
 def test_turning_the_policy_on_after_approval_gates_promote_until_accepted(
     server: Server,
 ) -> None:

@@ -1,15 +1,14 @@
-"""Whole flows over HTTP with real `git push` to forks, real quick and full checks."""
+"""Whole flows over HTTP with real `git push` to forks, real quick and full checks: what
+needs real evidence (required mode's approve and promote), real timing or real pushes. The
+service's rules themselves (refusals and their sentences) are tested in tests/unit/service."""
 
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 from typing import Any
 
-from forkhorse.service import Service
-
-from tests.integration.api.support import FAILING, PASSING, checks_files
-from tests.support.live import CLAIM_TTL, Project, Server, new_lane
+from tests.integration.api.support import PASSING, checks_files
+from tests.support.live import Project, Server, new_lane
 
 CHECKS_FAILED = {"error": "Checks failed before promote."}
 
@@ -63,71 +62,6 @@ def test_required_mode_approve_then_promote_on_a_fresh_run(
     assert server.owner.state(required.id)["ledger"] == state["ledger"]
 
 
-def test_required_mode_refuses_failed_evidence_with_reasons(
-    server: Server, required: Project
-) -> None:
-    lane = new_lane(required)
-    commit, review = lane.reviewed(FAILING)
-    assert review["receipt"]["status"] == "failed"
-    status, refused = _approve(server, required, review["id"], commit)
-    assert status == 409
-    assert refused["error"] == "The receipt does not satisfy the required gate."
-    assert any(reason.startswith("failed:") for reason in refused["reasons"])
-    status, body = server.owner.promote(required.id, review["id"], commit)
-    assert status == 409
-    assert body["error"] == "Promote needs the owner's approval of this exact commit."
-
-
-def test_advisory_mode_never_gates_and_starts_no_checks(server: Server, advisory: Project) -> None:
-    lane = new_lane(advisory)
-    commit, review = lane.reviewed(FAILING)
-    assert review["receipt"]["status"] == "failed"  # visible, including failures
-    status, approved = _approve(server, advisory, review["id"], commit)
-    assert status == 200, approved
-    assert approved["approval"]["mode"] == "advisory"
-    status, promoted = server.owner.promote(advisory.id, review["id"], commit)
-    assert status == 200, promoted
-    assert promoted["promotion"]["mode"] == "advisory"
-    assert promoted["promotion"]["digest"] == review["receipt"]["digest"]
-    after = server.owner.review(advisory.id, review["id"])
-    assert after["receipt"] == review["receipt"]  # promote started no run
-
-
-def test_a_commit_without_checks_reads_receipt_null(server: Server, advisory: Project) -> None:
-    lane = new_lane(advisory)
-    commit, review = lane.reviewed({"notes.txt": "no checks here\n"})
-    assert review["receipt"] is None
-    assert review["commit"] == commit
-
-
-def test_setting_on_after_approval_gates_the_next_promote_with_the_exact_409(
-    server: Server, advisory: Project
-) -> None:
-    lane = new_lane(advisory)
-    commit, review = lane.reviewed(FAILING)
-    status, _ = _approve(server, advisory, review["id"], commit)
-    assert status == 200
-    server.owner.ok("PATCH", f"/projects/{advisory.id}/settings", {"requireReceipt": True})
-    status, body = server.owner.promote(advisory.id, review["id"], commit)
-    assert (status, body) == (409, CHECKS_FAILED)
-    # The refusal is kept with the promotion: GET .../promotion answers it, in any process.
-    path = f"{_path(advisory, review['id'])}/promotion"
-    assert server.owner.call("GET", path) == (409, CHECKS_FAILED)
-    context = server.app.service.context
-    fresh = Service(context.store, context.git, context.orchestrator, context.clock)
-    owner = fresh.authenticate(server.owner_token)
-    assert owner is not None
-    answer = fresh.promotions.status(owner, advisory.id, review["id"])
-    fresh.shutdown()
-    assert (answer.status, answer.body.model_dump(mode="json")) == (409, CHECKS_FAILED)
-    after = server.owner.review(advisory.id, review["id"])
-    # The failed before-promote summary stays visible; canonical did not move.
-    assert after["receipt"]["trigger"] == "before-promote"
-    assert after["receipt"]["status"] == "failed"
-    assert after["promotion"] is None
-    assert server.owner.state(advisory.id)["project"]["canonicalHead"] == advisory.initial
-
-
 def test_before_promote_failure_after_a_passing_review_is_the_exact_409(
     server: Server, required: Project
 ) -> None:
@@ -144,56 +78,6 @@ def test_before_promote_failure_after_a_passing_review_is_the_exact_409(
     assert (status, body) == (409, CHECKS_FAILED)
     after = server.owner.review(required.id, review["id"])
     assert after["receipt"]["status"] == "infrastructure-error"
-
-
-def test_a_stale_commit_after_a_new_push_is_refused(server: Server, required: Project) -> None:
-    lane = new_lane(required)
-    commit, review = lane.reviewed(PASSING)
-    newer = lane.push({"more.txt": "later\n"})
-    status, body = _approve(server, required, review["id"], commit)
-    assert status == 409
-    assert body["error"] == f"The fork's head is {newer}, not commit {commit}."
-    status, body = lane.agent.call(
-        "POST",
-        f"/projects/{required.id}/reviews",
-        {"packetId": lane.packet, "forkId": lane.fork["id"], "commit": commit},
-    )
-    assert status == 409
-    assert body["error"] == f"The commit is not the fork's current head ({newer})."
-
-
-def test_an_expired_claim_blocks_reviews_approval_and_promote(
-    server: Server, advisory: Project
-) -> None:
-    lane = new_lane(advisory)
-    commit, review = lane.reviewed(PASSING)
-    server.clock.offset = CLAIM_TTL + timedelta(minutes=1)
-    try:
-        status, body = _approve(server, advisory, review["id"], commit)
-        assert (status, body["error"]) == (
-            409,
-            "The agent's claim on the review's packet is not live.",
-        )
-        status, body = lane.agent.call(
-            "POST",
-            f"/projects/{advisory.id}/reviews",
-            {"packetId": lane.packet, "forkId": lane.fork["id"], "commit": commit},
-        )
-        assert status == 409
-        assert "no live claim" in body["error"]
-        # Renewing is claiming again; then the same approval goes through.
-        lane.agent.ok("POST", f"/projects/{advisory.id}/packets/{lane.packet}/claim", expect=201)
-        assert _approve(server, advisory, review["id"], commit)[0] == 200
-    finally:
-        server.clock.offset = timedelta()
-
-
-def test_double_approve_is_a_conflict(server: Server, required: Project) -> None:
-    lane = new_lane(required)
-    commit, review = lane.reviewed(PASSING)
-    assert _approve(server, required, review["id"], commit)[0] == 200
-    status, body = _approve(server, required, review["id"], commit)
-    assert (status, body) == (409, {"error": "This commit is already approved."})
 
 
 def test_concurrent_promotes_are_serialized_by_the_workflow_mutex(
