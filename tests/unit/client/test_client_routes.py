@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 ARGUMENTS: dict[str, Any] = {
     "project": "P1",
     "review": "R1",
+    "promotion": "M1",
     "packet": "K1",
     "fork": "F1",
     "agent_id": "A1",
@@ -25,7 +26,13 @@ ARGUMENTS: dict[str, Any] = {
     "protect_checks": True,
     "receipt": {"type": "impl_review"},
 }
-TEMPLATE = {"P1": "{project_id}", "R1": "{review_id}", "K1": "{packet_id}", "A1": "{agent_id}"}
+TEMPLATE = {
+    "P1": "{project_id}",
+    "R1": "{review_id}",
+    "K1": "{packet_id}",
+    "A1": "{agent_id}",
+    "M1": "{promotion_id}",
+}
 CONVENIENCES = {"request", "close", "review", "console_link"}
 
 

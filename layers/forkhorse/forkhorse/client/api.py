@@ -201,6 +201,18 @@ class ForkhorseClient:
         path = f"/projects/{project}/reviews/{review}/history"
         return self._get(responses.HistoryView, "GET", path)
 
+    # --- attestations (`forkhorse verify` checks them offline) -----------------------------
+    def review_attestation(self, project: str, review: str) -> responses.DsseEnvelope:
+        path = f"/projects/{project}/reviews/{review}/attestation"
+        return self._get(responses.DsseEnvelope, "GET", path)
+
+    def promotion_attestation(self, project: str, promotion: str) -> responses.DsseEnvelope:
+        path = f"/projects/{project}/promotions/{promotion}/attestation"
+        return self._get(responses.DsseEnvelope, "GET", path)
+
+    def keys(self) -> responses.KeyList:
+        return self._get(responses.KeyList, "GET", "/keys")
+
     # --- conveniences -----------------------------------------------------------------------
     def review(self, project: str, review: str) -> responses.ReviewView:
         for found in self.state(project).reviews:
