@@ -17,7 +17,14 @@ pytest_plugins = [
 ]
 
 # A test that uses the fixture (even through another fixture) needs what the marker names.
-MARKER_OF_FIXTURE = {"podman": "podman", "playwright": "browser"}
+# `server` and `world` run real quick checks, in bubblewrap.
+MARKER_OF_FIXTURE = {
+    "podman": "podman",
+    "playwright": "browser",
+    "sandbox": "sandbox",
+    "server": "sandbox",
+    "world": "sandbox",
+}
 
 # Modules that push a sandbox or container to a resource limit and tell the outcome apart by
 # which limit fired first (deadline against memory, CPU against wall time). Contention from
