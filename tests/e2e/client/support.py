@@ -9,10 +9,13 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import forkhorse
 
 PACKAGE_ROOT = str(Path(forkhorse.__file__).resolve().parents[1])
@@ -101,3 +104,10 @@ class Cli:
     def _sample(self, stop: threading.Event) -> None:
         while not stop.wait(SAMPLE_SECONDS):
             self.seen.command_lines |= command_lines()
+
+
+def run_async[T](function: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """`anyio.run` on a thread of its own: under xdist a worker's main thread may already
+    hold another library's running event loop (Playwright's sync API keeps one)."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(anyio.run, function, *args).result()

@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.client.conftest import seat
-from tests.e2e.client.support import Cli, Seen
+from tests.e2e.client.support import Cli, Seen, run_async
 from tests.integration.api.support import checks_files
 from tests.support.live import Project, Server
 
@@ -120,7 +119,7 @@ def test_the_mcp_tools_take_an_agent_from_submit_to_promote(
         assert refusal == f"Error executing tool approve: {body['error']}"
         return review
 
-    review = anyio.run(_with_session, agent.cli, as_agent)
+    review = run_async(_with_session, agent.cli, as_agent)
 
     async def as_owner(mcp: Session) -> None:
         gate = await mcp.call("get_gate_reasons", project=required.id, review=review)
@@ -136,4 +135,4 @@ def test_the_mcp_tools_take_an_agent_from_submit_to_promote(
         listed = await mcp.call("list_projects")
         assert required.id in json.dumps(listed)
 
-    anyio.run(_with_session, owner_cli, as_owner)
+    run_async(_with_session, owner_cli, as_owner)

@@ -8,13 +8,12 @@ import logging
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.client.conftest import seat
-from tests.e2e.client.support import Cli, Seen
+from tests.e2e.client.support import Cli, Seen, run_async
 from tests.integration.api.support import checks_files
 from tests.support.live import Project, Server
 
@@ -59,7 +58,7 @@ def test_no_command_shows_a_token(
     assert owner_cli.run("wait", "no-such-review", env=owner).code == 3
 
     mcp_errors = tmp_path / "mcp-stderr.log"
-    anyio.run(_mcp_session, agent.cli, required.id, review, mcp_errors)
+    run_async(_mcp_session, agent.cli, required.id, review, mcp_errors)
 
     assert seen.command_lines, "the process list was sampled"
     git_config = (agent.checkout.path / ".git/config").read_text()
