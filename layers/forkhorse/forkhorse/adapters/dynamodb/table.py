@@ -5,7 +5,9 @@ Layout (pk / sk):
   TOKEN#<hash> / TOKEN                 token hash -> principal id
   PROJECTS / PROJECT#<id>              project (+ `settings`, absent on legacy projects; + `policy`)
   PROJECT#<p> / MEMBER#<agent>, FORK#<id>, PACKET#<id>, REVIEW#<created>#<id> (a pointer),
-               PROMOTION#<id>, PROMOTION-FENCE, LEDGER#<promoted>#<promotion>, LEASE
+               PROMOTION#<id>, PROMOTION-FENCE, LEDGER#<promoted>#<promotion>, LEASE,
+               LATEST#<fork>#<packet> (reviewId, createdUs: the active review of a packet
+               from a fork, so `/state` reads the active set without the history)
   CLAIM#<packet> / CLAIM               the packet's claim (agentId, untilUs)
   REVIEW#<id> / REVIEW                 review + current execution (exec* attributes) + approval
   REVIEW#<id> / FLOW#<digest>          an attached Flow-Next review receipt
