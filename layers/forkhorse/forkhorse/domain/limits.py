@@ -40,6 +40,7 @@ class ReviewPageLimits:
 
     default_size: int = 50
     max_size: int = 100  # 400 past it
+    cursor_chars: int = 512  # a longer cursor is a 400 before anything is decoded
 
 
 # --- Flow-Next receipts attached to a review ----------------------------------------------

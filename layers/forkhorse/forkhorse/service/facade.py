@@ -10,6 +10,7 @@ from forkhorse.service.approvals import Approvals
 from forkhorse.service.context import Context, ServiceSettings
 from forkhorse.service.identity import Caller, token_hash
 from forkhorse.service.inspection import Inspection
+from forkhorse.service.listings import ReviewListings
 from forkhorse.service.projects import Projects
 from forkhorse.service.promotions import Promotions
 from forkhorse.service.reviews import Reviews
@@ -30,6 +31,7 @@ class Service:
         self.context = Context(store, git, orchestrator, clock, settings or ServiceSettings())
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)
+        self.listings = ReviewListings(self.context)
         self.approvals = Approvals(self.context)
         self.promotions = Promotions(self.context)
         self.inspection = Inspection(self.context, self.approvals, self.promotions)
