@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.support.gitserve",
     "tests.support.lambda_api",
     "tests.support.promote",
+    "tests.support.api_world",
 ]
 
 # A test that uses the fixture (even through another fixture) needs what the marker names.

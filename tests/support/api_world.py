@@ -13,18 +13,21 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.containers.mock import MockContainerPort
+from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sandbox.mock import MockSandbox
+from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import wsgi_event
 from forkhorse.domain.model import Execution, Review
 from forkhorse.domain.receipts import SummaryCheck, running_summary
-from forkhorse.service import ServiceSettings
+from forkhorse.service import Service, ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.support.gitrepo import commit_files
 
 
 @pytest.fixture
-def app(tmp_path: Path) -> Iterator[LocalApp]:
+def mocked_local_app(tmp_path: Path) -> Iterator[LocalApp]:
+    """Local mode with the mock sandbox and container port: nothing here runs a check."""
     runtime = build_local_runtime(tmp_path, sandbox=MockSandbox(), containers=MockContainerPort())
     local = build_local_app(runtime, ServiceSettings())
     yield local
@@ -48,22 +51,28 @@ def api_event(method: str, path: str, token: str, body: bytes = b"") -> dict[str
 
 @dataclass
 class ApiWorld:
-    app: LocalApp
+    service: Service
+    api: ForkhorseApi
     owner_token: str
     agent_token: str
     agent_id: str
     ids: dict[str, str]
 
     def call(self, method: str, path: str, token: str | None = None) -> tuple[int, Any]:
-        response = self.app.api.handle(api_event(method, path, token or self.owner_token))
+        response = self.api.handle(api_event(method, path, token or self.owner_token))
         return response["statusCode"], json.loads(response["body"])
+
+    def new_packet(self, title: str) -> str:
+        owner = self.service.authenticate(self.owner_token)
+        assert owner is not None
+        return self.service.projects.create_packet(owner, self.ids["project"], title).packet.id
 
     def seed_reviews(
         self, count: int, *, packet: str | None = None, prefix: str = "review"
     ) -> list[str]:
         """`count` reviews of one packet from the agent's fork, each with a running
         three-check summary, oldest first (a packet's newest review is its active one)."""
-        store, now = self.app.runtime.store, self.app.runtime.deps.clock.now()
+        store, now = self.service.context.store, self.service.context.clock.now()
         checks = [
             SummaryCheck(name=f"c{i}", tier="full", outcome="running", duration_ms=None)
             for i in range(3)
@@ -71,7 +80,7 @@ class ApiWorld:
         summary = running_summary("review-created", now).model_copy(update={"checks": checks})
         ids = [f"{prefix}-{index:05d}" for index in range(count)]
         for index, review_id in enumerate(ids):
-            store.create_review(
+            assert store.create_review(
                 Review(
                     id=review_id,
                     project_id=self.ids["project"],
@@ -91,8 +100,9 @@ class ApiWorld:
         return ids
 
 
-def api_world(app: LocalApp) -> ApiWorld:
-    service = app.service
+def api_world(service: Service, git: DiskGitHost) -> ApiWorld:
+    """An owner, a project, a member agent with a fork at a commit and a claimed packet,
+    behind the API over `service` (whichever Store it has)."""
     _, owner_token = service.projects.create_principal("owner", "owner")
     owner = service.authenticate(owner_token)
     assert owner is not None
@@ -104,8 +114,12 @@ def api_world(app: LocalApp) -> ApiWorld:
     fork = service.projects.create_fork(agent, project.id, "fork").fork
     packet = service.projects.create_packet(owner, project.id, "work").packet
     service.projects.claim(agent, project.id, packet.id)
-    repos = app.runtime.git.store(project.id)
+    repos = git.store(project.id)
     commit = commit_files(repos, {"README.md": "bench\n"})
     assert repos.update_fork_ref(fork.id, "refs/heads/main", None, commit)
     ids = {"project": project.id, "fork": fork.id, "packet": packet.id, "commit": commit}
-    return ApiWorld(app, owner_token, created.token, agent.id, ids)
+    return ApiWorld(service, ForkhorseApi(service), owner_token, created.token, agent.id, ids)
+
+
+def local_api_world(app: LocalApp) -> ApiWorld:
+    return api_world(app.service, app.runtime.git)

@@ -10,14 +10,12 @@ from forkhorse.domain.limits import REVIEW_PAGE
 from forkhorse.service.listings import BAD_CURSOR, BAD_LIMIT, review_cursor
 from forkhorse.wiring.local import LocalApp
 
-from tests.support.api_world import ApiWorld, api_world, app
-
-__all__ = ["app"]
+from tests.support.api_world import ApiWorld, local_api_world
 
 
 @pytest.fixture
-def world(app: LocalApp) -> ApiWorld:
-    return api_world(app)
+def world(mocked_local_app: LocalApp) -> ApiWorld:
+    return local_api_world(mocked_local_app)
 
 
 def _walk(world: ApiWorld, limit: int, token: str | None = None) -> list[str]:
@@ -43,11 +41,7 @@ def _state_ids(world: ApiWorld, token: str | None = None) -> list[str]:
 
 def test_state_shows_each_packets_newest_review_and_pages_hold_them_all(world: ApiWorld) -> None:
     work = world.seed_reviews(7)
-    other_packet = world.app.service.projects.create_packet(
-        world.app.service.authenticate(world.owner_token),  # type: ignore[arg-type]
-        world.ids["project"],
-        "more",
-    ).packet.id
+    other_packet = world.new_packet("more")
     more = world.seed_reviews(2, packet=other_packet, prefix="more")
     assert _state_ids(world) == [work[-1], more[-1]]
     everything = list(reversed(work + more))
@@ -76,7 +70,7 @@ def test_a_review_outside_state_is_readable_by_id_as_state_would_show_it(
 
 def test_an_agent_sees_in_pages_what_it_sees_in_state(world: ApiWorld) -> None:
     mine = world.seed_reviews(3)
-    service, project = world.app.service, world.ids["project"]
+    service, project = world.service, world.ids["project"]
     owner = service.authenticate(world.owner_token)
     assert owner is not None
     other = service.projects.create_agent(owner, "other")
@@ -122,9 +116,9 @@ def test_a_non_numeric_page_size_is_a_400(world: ApiWorld) -> None:
 def test_a_cursor_from_another_project_is_a_400(world: ApiWorld) -> None:
     world.seed_reviews(3)
     first = _page(world, f"/projects/{world.ids['project']}/reviews?limit=1")
-    owner = world.app.service.authenticate(world.owner_token)
+    owner = world.service.authenticate(world.owner_token)
     assert owner is not None
-    elsewhere = world.app.service.projects.create_project(owner, "elsewhere", True).project.id
+    elsewhere = world.service.projects.create_project(owner, "elsewhere", True).project.id
     path = f"/projects/{elsewhere}/reviews?cursor={first['next']}"
     assert world.call("GET", path) == (400, {"error": BAD_CURSOR})
 
