@@ -122,8 +122,9 @@ class Projects:
         return PolicyBody(policy=policy)
 
     def state(self, caller: Caller, project_id: str) -> ProjectState:
-        """The project as the caller may see it, with its active reviews (`service.listings`
-        says which; the rest are a page away at `GET .../reviews`)."""
+        """The project as the caller may see it: an agent sees canonical, its own forks and
+        the reviews `listings.may_see_review` allows. Only the active reviews are listed
+        (`service.listings` says which); the rest are a page away at `GET .../reviews`."""
         project = self._c.visible_project(caller, project_id, "read project state")
         store, base = self._c.store, self._c.settings.public_url
         repos = self._c.repos(project.id)
