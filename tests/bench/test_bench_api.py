@@ -126,6 +126,7 @@ def dynamodb_world(
         runtime.close()
 
 
+@pytest.mark.timeout(1800)  # seeding 10,000 reviews in moto on a loaded machine
 @pytest.mark.parametrize("backend", ["sqlite", "dynamodb"])
 def test_state_curve(backend: str, request: pytest.FixtureRequest) -> None:
     """/state from 10 to 10,000 reviews of 10 open packets, against listing every review:
@@ -135,17 +136,16 @@ def test_state_curve(backend: str, request: pytest.FixtureRequest) -> None:
     world = found if isinstance(found, ApiWorld) else local_api_world(found)
     packets = [world.ids["packet"]] + [world.new_packet(f"p{i}") for i in range(1, OPEN_PACKETS)]
     store, project = world.service.context.store, world.ids["project"]
-    lines, have = [], 0
+    print(f"\nGET /state curve on {backend} ({OPEN_PACKETS} active reviews)")
+    print("reviews | /state (ms) | list_reviews (ms) |  ratio", flush=True)
+    have = 0
     for size in CURVE:
         _grow(world, packets, have, size)
         have = size
         repeat = 10 if size <= 1_000 else 3
         state = _median_ms(_state(world), repeat)
         every = _median_ms(lambda: store.list_reviews(project), repeat)
-        lines.append(f"{size:>7} | {state:>11.1f} | {every:>19.1f} | {state / every:>6.2f}x")
-    print(f"\nGET /state curve on {backend} ({OPEN_PACKETS} active reviews)")
-    print("reviews | /state (ms) | list_reviews (ms) |  ratio")
-    print("\n".join(lines))
+        print(f"{size:>7} | {state:>11.1f} | {every:>17.1f} | {state / every:>5.2f}x", flush=True)
 
 
 def test_review_request_time_to_202(mocked_local_app: LocalApp) -> None:
