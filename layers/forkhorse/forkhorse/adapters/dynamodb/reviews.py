@@ -34,6 +34,12 @@ def _review_key(review_id: str) -> Item:
     return item_key(f"REVIEW#{review_id}", "REVIEW")
 
 
+def _history_pk(project_id: str) -> str:
+    """The project's review history: a partition of its own, so that reading the project
+    (its forks, packets, ledger, lease and active reviews) never reads past its history."""
+    return f"REVIEWS#{project_id}"
+
+
 def _history_sk(created_us: int, review_id: str) -> str:
     """The review's place in its project's history (newest last)."""
     return f"REVIEW#{created_us:020d}#{review_id}"
@@ -126,7 +132,7 @@ class DynamoDbReviews(DynamoDbTable):
             self._put_if_new(item),
             self._put_if_new(
                 {
-                    **item_key(f"PROJECT#{review.project_id}", _history_sk(created, review.id)),
+                    **item_key(_history_pk(review.project_id), _history_sk(created, review.id)),
                     "reviewId": str_attr(review.id),
                 }
             ),
@@ -169,7 +175,7 @@ class DynamoDbReviews(DynamoDbTable):
         return None if item is None else self._review_from(item)
 
     def list_reviews(self, project_id: str) -> list[Review]:
-        pointers = self._query(f"PROJECT#{project_id}", "REVIEW#")
+        pointers = self._query(_history_pk(project_id), "REVIEW#")
         return self._reviews([str(item["reviewId"]["S"]) for item in pointers])
 
     def list_active_reviews(self, project_id: str) -> list[Review]:
@@ -192,7 +198,7 @@ class DynamoDbReviews(DynamoDbTable):
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lower AND :upper",
             ExpressionAttributeValues={
-                ":pk": str_attr(f"PROJECT#{project_id}"),
+                ":pk": str_attr(_history_pk(project_id)),
                 ":lower": str_attr("REVIEW#"),
                 ":upper": str_attr(upper),
             },
