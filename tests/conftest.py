@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.support.promote",
     "tests.support.service",
     "tests.support.parallel",
+    "tests.support.api_world",
 ]
 
 # A test that uses the fixture (even through another fixture) needs what the marker names.

@@ -322,3 +322,25 @@ def test_on_aws_the_graph_draws_step_functions_history_and_links_its_console(
     expect(graph.locator("g[data-key=quick-0] text.detail")).to_contain_text("· 1.00 s")
     expect(graph.locator("g[data-key=finalize]")).to_have_attribute("data-status", "pending")
     server.owner.wait_receipt(project.id, review["id"])
+
+
+def test_a_replaced_review_leaves_the_reviews_list_and_stays_reachable_under_every_review(
+    console: Console, server: Server
+) -> None:
+    project = new_project(server, False)
+    lane = new_lane(project)
+    _, first = lane.reviewed({"NOTES.md": "first\n"})
+    _, second = lane.reviewed({"NOTES.md": "second\n"})  # same packet, same fork
+    console.sign_in()
+    console.open(f"#/p/{project.id}")
+    page = console.page
+    expect(page.locator(_review_row(console, second["id"]))).to_be_visible()
+    expect(page.locator(_review_row(console, first["id"]))).to_have_count(0)
+
+    page.get_by_role("button", name="Show every review").click()
+    older = page.locator(f"#history tr:has(a[href$='/r/{first['id']}'])")
+    expect(older).to_be_visible()
+    expect(page.locator("#history tbody tr")).to_have_count(2)
+    expect(page.get_by_role("button", name="Show older reviews")).to_be_hidden()
+    older.get_by_role("link").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Review {first['id'][:12]}")

@@ -85,11 +85,11 @@ class Client:
         return self.ok("GET", f"/projects/{project}/state")  # type: ignore[no-any-return]
 
     def review(self, project: str, review_id: str) -> dict[str, Any]:
-        reviews = self.state(project)["reviews"]
-        return next(review for review in reviews if review["id"] == review_id)
+        """One review, active or not (`/state` shows only the active ones)."""
+        return self.ok("GET", f"/projects/{project}/reviews/{review_id}")["review"]  # type: ignore[no-any-return]
 
     def wait_receipt(self, project: str, review_id: str) -> dict[str, Any]:
-        """Poll /state until the review's receipt leaves `running`."""
+        """Poll the review until its receipt leaves `running`."""
         deadline = time.monotonic() + RECEIPT_TIMEOUT
         while time.monotonic() < deadline:
             review = self.review(project, review_id)

@@ -67,6 +67,12 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
         None,
         {"owner": 200, "other_owner": 404, "fork_agent": 200, "member_agent": 200},
     ),
+    (
+        "GET",
+        P + "/reviews",
+        None,
+        {"owner": 200, "other_owner": 404, "fork_agent": 200, "member_agent": 200},
+    ),
     ("POST", "/agents", {"name": "a"}, {"owner": 201, "other_owner": 201}),
     ("DELETE", "/agents/agent-unknown", None, {"owner": 404, "other_owner": 404}),
     ("POST", P + "/members", {"agentId": "{spare}"}, {"owner": 201, "other_owner": 404}),

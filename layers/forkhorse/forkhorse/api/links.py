@@ -58,6 +58,7 @@ def _review_links(review: str, commit: str) -> Links:
         name: link("get", f"{REVIEW}/{leaf}", project_id=_SAME_PROJECT, review_id=review)
         for name, leaf in reads.items()
     }
+    links["ReadReview"] = link("get", REVIEW, project_id=_SAME_PROJECT, review_id=review)
     for name, leaf in (("Approve", "approve"), ("Promote", "promote")):
         links[name] = link(
             "post",
@@ -103,6 +104,17 @@ def project_state() -> Links:
             "post", f"{PROJECT}/reviews", review_request, project_id=_SAME_PROJECT
         ),
         **_packet_links("$response.body#/packets/0/id"),
+        **_review_links("$response.body#/reviews/0/id", "$response.body#/reviews/0/commit"),
+        "ListReviews": link("get", f"{PROJECT}/reviews", project_id=_SAME_PROJECT),
+    }
+
+
+def review_page() -> Links:
+    """A page of reviews leads to the next page (its cursor) and to its first review."""
+    return {
+        "NextPage": link(
+            "get", f"{PROJECT}/reviews", project_id=_SAME_PROJECT, cursor="$response.body#/next"
+        ),
         **_review_links("$response.body#/reviews/0/id", "$response.body#/reviews/0/commit"),
     }
 

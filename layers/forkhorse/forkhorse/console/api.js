@@ -38,4 +38,6 @@ export const paths = {
   settings: (project) => `/projects/${enc(project)}/settings`,
   policy: (project) => `/projects/${enc(project)}/policy`,
   review: (project, review) => `/projects/${enc(project)}/reviews/${enc(review)}`,
+  reviews: (project, cursor) => `/projects/${enc(project)}/reviews`
+    + (cursor ? `?cursor=${enc(cursor)}` : ''),
 };

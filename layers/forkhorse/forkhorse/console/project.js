@@ -14,6 +14,7 @@ export function projectPage(ctx, projectId) {
     settings: section('settings', 'Receipt mode'),
     policy: section('policy', 'Checks policy'),
     reviews: section('reviews', 'Reviews'),
+    history: section('history', 'All reviews'),
     packets: section('packets', 'Packets and claims'),
     forks: section('forks', 'Forks'),
     ledger: section('ledger', 'Promotion ledger'),
@@ -21,6 +22,7 @@ export function projectPage(ctx, projectId) {
   fill(ctx.main, Object.values(regions));
   const toggle = settingsControl(ctx, projectId, regions.settings);
   const policy = policyControl(ctx, projectId, regions.policy);
+  historyControl(ctx, projectId, regions.history);
   let first = true;
   return repeat(async () => {
     let state;
@@ -151,6 +153,36 @@ function checkProgress(receipt) {
   const passed = receipt.checks.filter((check) => check.outcome === 'passed').length;
   if (!receipt.checks.length) return receipt.status === 'running' ? 'loading definitions' : 'none';
   return `${passed} of ${receipt.checks.length} passed${done < receipt.checks.length ? `, ${receipt.checks.length - done} running` : ''}`;
+}
+
+// Every review, newest first, a page at a time: /state holds only the active ones (each
+// fork and packet's newest review). Not redrawn by polls, so loaded pages stay.
+function historyControl(ctx, projectId, region) {
+  const rows = h('div', { id: 'history-rows' });
+  const status = h('div', { id: 'history-status' });
+  const more = h('button', { type: 'button', id: 'more-reviews' }, 'Show every review');
+  let loaded = [];
+  let cursor = null;
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const page = await get(paths.reviews(projectId, cursor));
+      loaded = loaded.concat(page.reviews);
+      cursor = page.next;
+      fill(rows, reviewTable(projectId, { reviews: loaded }));
+      announce(`${loaded.length} reviews shown${cursor ? '; more are older' : ''}.`);
+      fill(status);
+      more.textContent = 'Show older reviews';
+      more.hidden = !cursor;
+    } catch (error) {
+      if (!ctx.fail(error)) fill(status, h('p', { class: 'error', role: 'alert' }, error.message));
+    }
+    more.disabled = false;
+  });
+  region.append(
+    h('p', { class: 'muted' }, 'Reviews above are the active ones: each fork and packet’s newest. '
+      + 'Older reviews stay readable here.'),
+    rows, status, more);
 }
 
 function reviewTable(projectId, state) {

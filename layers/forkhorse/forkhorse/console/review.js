@@ -67,12 +67,11 @@ class ReviewPage {
   }
 
   async load() {
-    const [state, gate, history, flow] = await Promise.all([
-      get(paths.state(this.projectId)), get(`${this.base}/gate`),
+    // The review by its id: /state lists only the active reviews.
+    const [state, { review }, gate, history, flow] = await Promise.all([
+      get(paths.state(this.projectId)), get(this.base), get(`${this.base}/gate`),
       get(`${this.base}/history`), get(`${this.base}/review-receipts`),
     ]);
-    const review = state.reviews.find((candidate) => candidate.id === this.reviewId);
-    if (!review) throw new ApiError(404, { error: 'Review not found.' });
     Object.assign(this, { state, review, gate, history, flow });
     const digest = review.receipt?.digest ?? null;
     if (digest && this.record?.digest !== digest) {

@@ -32,6 +32,17 @@ class ApiInputLimits:
     json_number_chars: int = 100  # one number literal, sign and exponent included
 
 
+# --- Paginated review listings -----------------------------------------------------------
+@dataclass(frozen=True)
+class ReviewPageLimits:
+    """One page of `GET /projects/{id}/reviews` (`service/projects.py`): what one request
+    can make the store read, whatever the project's history."""
+
+    default_size: int = 50
+    max_size: int = 100  # 400 past it
+    cursor_chars: int = 512  # a longer cursor is a 400 before anything is decoded
+
+
 # --- Flow-Next receipts attached to a review ----------------------------------------------
 @dataclass(frozen=True)
 class ReviewReceiptLimits:
@@ -190,6 +201,7 @@ RECEIPT_RUN_TIMEOUT_SECONDS = 7200
 
 API_INPUT = ApiInputLimits()
 REVIEW_RECEIPTS = ReviewReceiptLimits()
+REVIEW_PAGE = ReviewPageLimits()
 FLOW_PRODUCER = FlowProducerLimits()
 GIT = GitLimits()
 SNAPSHOT = SnapshotLimits()

@@ -12,11 +12,11 @@ from forkhorse.domain.model import (
     Project,
     ProjectPolicy,
     ProjectSettings,
-    Review,
 )
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
 from forkhorse.service.identity import Caller, new_id, new_token, token_hash
+from forkhorse.service.listings import review_views
 from forkhorse.service.responses import (
     ClaimBody,
     CreatedAgent,
@@ -37,13 +37,11 @@ from forkhorse.service.responses import (
 from forkhorse.service.views import (
     agent_view,
     claim_view,
-    done_promotions,
     fork_view,
     ledger_view,
     packet_state,
     packet_view,
     project_view,
-    review_view,
 )
 
 _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
@@ -52,10 +50,6 @@ _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
 def _slug(name: str, fallback: str) -> str:
     slug = _SLUG_JUNK.sub("-", name.lower()).strip("-")[:40].strip("-")
     return slug or fallback
-
-
-def _may_see_review(caller: Caller, review: Review, published: set[str]) -> bool:
-    return caller.is_owner or review.agent_id == caller.id or review.commit in published
 
 
 class Projects:
@@ -129,15 +123,13 @@ class Projects:
 
     def state(self, caller: Caller, project_id: str) -> ProjectState:
         """The project as the caller may see it: an agent sees canonical, its own forks and
-        reviews, and other agents' reviews only once their commit is on canonical (a fork
-        head nobody promoted is that agent's unpublished work)."""
+        the reviews `listings.may_see_review` allows. Only the active reviews are listed
+        (`service.listings` says which); the rest are a page away at `GET .../reviews`."""
         project = self._c.visible_project(caller, project_id, "read project state")
         store, base = self._c.store, self._c.settings.public_url
         repos = self._c.repos(project.id)
         ledger = store.ledger(project.id)
-        promoted = done_promotions(store.list_promotions(project.id), ledger)
         now = self._c.clock.now()
-        published = {entry.commit for entry in ledger}
         return ProjectState(
             project=self._project_view(project),
             forks=[
@@ -149,11 +141,12 @@ class Projects:
                 packet_state(packet, store.live_claim(packet.id, now))
                 for packet in store.list_packets(project.id)
             ],
-            reviews=[
-                review_view(review, promoted.get(review.id))
-                for review in store.list_reviews(project.id)
-                if _may_see_review(caller, review, published)
-            ],
+            reviews=review_views(
+                caller,
+                store.list_active_reviews(project.id),
+                ledger,
+                store.list_promotions(project.id),
+            ),
             ledger=[ledger_view(entry) for entry in ledger],
         )
 

@@ -200,6 +200,14 @@ class ReviewBody(_Response):
     review: ReviewView
 
 
+class ReviewPage(_Response):
+    """One page of a project's reviews, newest first. `next` is the cursor of the following
+    page (pass it as `?cursor=`), or null on the last page."""
+
+    reviews: list[ReviewView]
+    next: str | None
+
+
 class LedgerView(_Response):
     promotion_id: str
     review_id: str
@@ -211,7 +219,8 @@ class LedgerView(_Response):
 
 
 class ProjectState(_Response):
-    """The project as the caller may see it."""
+    """The project as the caller may see it. `reviews` holds the active reviews (each fork
+    and packet's newest); `GET /projects/{id}/reviews` pages through all of them."""
 
     project: ProjectView
     forks: list[ForkView]

@@ -27,10 +27,27 @@ from forkhorse.domain.model import (
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
 
 _BATCH_GET_LIMIT = 100
+_LATEST_RACE_RETRIES = 3
 
 
 def _review_key(review_id: str) -> Item:
     return item_key(f"REVIEW#{review_id}", "REVIEW")
+
+
+def _history_pk(project_id: str) -> str:
+    """The project's review history: a partition of its own, so that reading the project
+    (its forks, packets, ledger, lease and active reviews) never reads past its history."""
+    return f"REVIEWS#{project_id}"
+
+
+def _history_sk(created_us: int, review_id: str) -> str:
+    """The review's place in its project's history (newest last)."""
+    return f"REVIEW#{created_us:020d}#{review_id}"
+
+
+def _latest_key(review: Review) -> Item:
+    """The pointer to the newest review of a packet from a fork: the project's active set."""
+    return item_key(f"PROJECT#{review.project_id}", f"LATEST#{review.fork_id}#{review.packet_id}")
 
 
 def _running_key(review_id: str) -> Item:
@@ -94,6 +111,17 @@ class DynamoDbReviews(DynamoDbTable):
         return self._transact(update, self._running_marker(review_id, execution))
 
     def create_review(self, review: Review) -> bool:
+        """The review, its place in the project's history, and its fork and packet's latest
+        pointer (the active set), compared with the pointer read just before: a concurrent
+        review of the same packet from the same fork makes us read it again."""
+        for _ in range(_LATEST_RACE_RETRIES):
+            if self._create_review(review):
+                return True
+            if self._get(_review_key(review.id)) is not None:
+                return False
+        return False
+
+    def _create_review(self, review: Review) -> bool:
         created = to_micros(review.created_at)
         item: Item = {
             **_review_key(review.id),
@@ -104,12 +132,11 @@ class DynamoDbReviews(DynamoDbTable):
             self._put_if_new(item),
             self._put_if_new(
                 {
-                    **item_key(
-                        f"PROJECT#{review.project_id}", f"REVIEW#{created:020d}#{review.id}"
-                    ),
+                    **item_key(_history_pk(review.project_id), _history_sk(created, review.id)),
                     "reviewId": str_attr(review.id),
                 }
             ),
+            self._replace_latest(review, created),
         ]
         if review.approval is not None:
             item["approval"] = json_attr(review.approval)
@@ -122,6 +149,18 @@ class DynamoDbReviews(DynamoDbTable):
             )
             operations.append(self._running_marker(review.id, review.execution))
         return self._transact(*operations)
+
+    def _replace_latest(self, review: Review, created: int) -> Item:
+        key = _latest_key(review)
+        previous = self._get(key)
+        condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        if previous is not None:
+            condition = {
+                "ConditionExpression": "reviewId = :previous",
+                "ExpressionAttributeValues": {":previous": previous["reviewId"]},
+            }
+        item = {**key, "reviewId": str_attr(review.id), "createdUs": num_attr(created)}
+        return {"Put": {"TableName": self._table, "Item": item, **condition}}
 
     @staticmethod
     def _review_from(item: Item) -> Review:
@@ -136,9 +175,42 @@ class DynamoDbReviews(DynamoDbTable):
         return None if item is None else self._review_from(item)
 
     def list_reviews(self, project_id: str) -> list[Review]:
-        ids = [
-            str(item["reviewId"]["S"]) for item in self._query(f"PROJECT#{project_id}", "REVIEW#")
-        ]
+        pointers = self._query(_history_pk(project_id), "REVIEW#")
+        return self._reviews([str(item["reviewId"]["S"]) for item in pointers])
+
+    def list_active_reviews(self, project_id: str) -> list[Review]:
+        pointers = sorted(
+            (int(item["createdUs"]["N"]), str(item["reviewId"]["S"]))
+            for item in self._query(f"PROJECT#{project_id}", "LATEST#")
+        )
+        return self._reviews([review_id for _, review_id in pointers])
+
+    def list_reviews_page(
+        self, project_id: str, before_review_id: str | None, limit: int
+    ) -> list[Review] | None:
+        upper = "REVIEW$"  # just past every "REVIEW#..." history key
+        if before_review_id is not None:
+            before = self.get_review(before_review_id)
+            if before is None or before.project_id != project_id:
+                return None
+            upper = _history_sk(to_micros(before.created_at), before.id)
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lower AND :upper",
+            ExpressionAttributeValues={
+                ":pk": str_attr(_history_pk(project_id)),
+                ":lower": str_attr("REVIEW#"),
+                ":upper": str_attr(upper),
+            },
+            ScanIndexForward=False,
+            Limit=limit + 1,  # BETWEEN includes `upper`, the review the page starts after
+            ConsistentRead=True,
+        )
+        ids = [str(item["reviewId"]["S"]) for item in response.get("Items", [])]
+        return self._reviews([i for i in ids if i != before_review_id][:limit])
+
+    def _reviews(self, ids: list[str]) -> list[Review]:
+        """The reviews named by `ids`, in that order, read in batches."""
         found: dict[str, Review] = {}
         for start in range(0, len(ids), _BATCH_GET_LIMIT):
             for item in self._batch_get(

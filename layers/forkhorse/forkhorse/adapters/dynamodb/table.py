@@ -4,8 +4,12 @@ Layout (pk / sk):
   PRINCIPALS / PRINCIPAL#<id>          principal, its kind and token hash
   TOKEN#<hash> / TOKEN                 token hash -> principal id
   PROJECTS / PROJECT#<id>              project (+ `settings`, absent on legacy projects; + `policy`)
-  PROJECT#<p> / MEMBER#<agent>, FORK#<id>, PACKET#<id>, REVIEW#<created>#<id> (a pointer),
-               PROMOTION#<id>, PROMOTION-FENCE, LEDGER#<promoted>#<promotion>, LEASE
+  PROJECT#<p> / MEMBER#<agent>, FORK#<id>, PACKET#<id>,
+               PROMOTION#<id>, PROMOTION-FENCE, LEDGER#<promoted>#<promotion>, LEASE,
+               LATEST#<fork>#<packet> (reviewId, createdUs: the active review of a packet
+               from a fork, so `/state` reads the active set without the history)
+  REVIEWS#<p> / REVIEW#<created>#<id>  the project's review history (pointers), apart from
+                                       the project's own partition
   CLAIM#<packet> / CLAIM               the packet's claim (agentId, untilUs)
   REVIEW#<id> / REVIEW                 review + current execution (exec* attributes) + approval
   REVIEW#<id> / FLOW#<digest>          an attached Flow-Next review receipt

@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS packets (
 CREATE TABLE IF NOT EXISTS claims (packet_id TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reviews (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, project_id TEXT NOT NULL,
-    running INTEGER NOT NULL, data TEXT NOT NULL);
+    running INTEGER NOT NULL, data TEXT NOT NULL, latest INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS reviews_by_project ON reviews (project_id, seq);
 CREATE INDEX IF NOT EXISTS reviews_running ON reviews (running);
 CREATE TABLE IF NOT EXISTS promotions (
@@ -63,6 +63,23 @@ def _add_written_at(conn: sqlite3.Connection) -> None:
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         if "written_at" not in columns:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN written_at INTEGER NOT NULL DEFAULT 0")
+
+
+def _add_latest(conn: sqlite3.Connection) -> None:
+    """`latest` marks each fork and packet's newest review, the active ones `/state` shows.
+    Databases from before it get the column and have it computed once from their history."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(reviews)")}
+    if "latest" not in columns:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ALTER TABLE reviews ADD COLUMN latest INTEGER NOT NULL DEFAULT 0")
+        conn.execute(
+            "UPDATE reviews SET latest = 1 WHERE seq IN (SELECT MAX(seq) FROM reviews"
+            " GROUP BY project_id, data ->> '$.fork_id', data ->> '$.packet_id')"
+        )
+        conn.execute("COMMIT")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS reviews_active ON reviews (project_id, seq) WHERE latest = 1"
+    )
 
 
 def to_micros(moment: datetime) -> int:
@@ -107,6 +124,7 @@ class SqliteDatabase:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
             _add_written_at(conn)
+            _add_latest(conn)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(

@@ -16,6 +16,8 @@ from forkhorse.domain.model import (
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
 
+_ABOVE_EVERY_SEQ = 2**63 - 1  # SQLite's largest integer
+
 
 class SqliteReviews(SqliteDatabase):
     @staticmethod
@@ -33,19 +35,44 @@ class SqliteReviews(SqliteDatabase):
 
     def create_review(self, review: Review) -> bool:
         running = review.execution is not None and review.execution.is_running
-        return self._insert(
-            "INSERT OR IGNORE INTO reviews (id, project_id, running, data) VALUES (?, ?, ?, ?)",
-            review.id,
-            review.project_id,
-            int(running),
-            dump(review),
-        )
+        with self._write() as conn:
+            created = conn.execute(
+                "INSERT OR IGNORE INTO reviews (id, project_id, running, latest, data)"
+                " VALUES (?, ?, ?, 1, ?)",
+                (review.id, review.project_id, int(running), dump(review)),
+            )
+            if created.rowcount != 1:
+                return False
+            conn.execute(  # the review it replaces leaves the active set
+                "UPDATE reviews SET latest = 0 WHERE project_id = ? AND latest = 1 AND id != ?"
+                " AND data ->> '$.fork_id' = ? AND data ->> '$.packet_id' = ?",
+                (review.project_id, review.id, review.fork_id, review.packet_id),
+            )
+            return True
 
     def get_review(self, review_id: str) -> Review | None:
         return self._review_in(self._conn(), review_id)
 
     def list_reviews(self, project_id: str) -> list[Review]:
         rows = self._all("SELECT data FROM reviews WHERE project_id = ? ORDER BY seq", project_id)
+        return [Review.model_validate_json(row) for row in rows]
+
+    def list_active_reviews(self, project_id: str) -> list[Review]:
+        sql = "SELECT data FROM reviews WHERE project_id = ? AND latest = 1 ORDER BY seq"
+        return [Review.model_validate_json(row) for row in self._all(sql, project_id)]
+
+    def list_reviews_page(
+        self, project_id: str, before_review_id: str | None, limit: int
+    ) -> list[Review] | None:
+        before = _ABOVE_EVERY_SEQ
+        if before_review_id is not None:
+            sql = "SELECT seq FROM reviews WHERE id = ? AND project_id = ?"
+            found = self._one(sql, before_review_id, project_id)
+            if found is None:
+                return None
+            before = int(found)
+        sql = "SELECT data FROM reviews WHERE project_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+        rows = self._all(sql, project_id, before, limit)
         return [Review.model_validate_json(row) for row in rows]
 
     def start_execution(

@@ -3,14 +3,16 @@ the run's history, and Flow-Next review receipts."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from forkhorse.api import links
 from forkhorse.api.guards import caller_of
 from forkhorse.api.models import ApproveBody, CommitBody, RequestReview
 from forkhorse.api.routes.answers import ERRORS, answers, ok
+from forkhorse.domain.limits import REVIEW_PAGE
 from forkhorse.service import Service
 from forkhorse.service.responses import (
     ApprovalBody,
@@ -20,6 +22,7 @@ from forkhorse.service.responses import (
     PromotionPending,
     ReceiptBody,
     ReviewBody,
+    ReviewPage,
     ReviewReceiptList,
     StoredReviewReceipt,
 )
@@ -42,6 +45,19 @@ class ReviewRoutes:
             "/projects/<project_id>/reviews",
             responses=answers(202, ok("Review.", links.requested_review())),
         )(self.request_review)
+        get(
+            "/projects/<project_id>/reviews",
+            description=(
+                "All the project's reviews, newest first, a page at a time (`/state` shows"
+                " only the active ones). Pass a page's `next` as `cursor` for the next page."
+            ),
+            responses=answers(200, ok("One page of reviews.", links.review_page())),
+        )(self.list_reviews)
+        get(
+            REVIEW,
+            description="One review, as `/state` and the pages show it.",
+            responses=answers(200, ok("The review.", links.requested_review())),
+        )(self.review)
         get(f"{REVIEW}/receipt", responses=answers(200, ok("The record.")))(self.receipt)
         post(f"{REVIEW}/approve", responses=answers(200, ok("Consent.", links.approved())))(
             self.approve
@@ -63,6 +79,17 @@ class ReviewRoutes:
             body.follow_pushes,
         )
         return review, 202
+
+    def list_reviews(
+        self,
+        project_id: str,
+        cursor: Annotated[str | None, Query(description="A page's `next`.")] = None,
+        limit: Annotated[int | None, Query(description=f"1 to {REVIEW_PAGE.max_size}.")] = None,
+    ) -> ReviewPage:
+        return self._service.listings.page(caller_of(self.router), project_id, cursor, limit)
+
+    def review(self, project_id: str, review_id: str) -> ReviewBody:
+        return self._service.listings.review(caller_of(self.router), project_id, review_id)
 
     def receipt(self, project_id: str, review_id: str) -> ReceiptBody:
         return self._service.reviews.receipt(caller_of(self.router), project_id, review_id)

@@ -19,6 +19,20 @@ class ReviewStore(Protocol):
         """The project's reviews, oldest first."""
         ...
 
+    def list_active_reviews(self, project_id: str) -> list[Review]:
+        """The project's active reviews, oldest first: for each fork and packet, the review
+        created last (a newer review of the same packet from the same fork replaces it).
+        Read without touching the rest of the project's history."""
+        ...
+
+    def list_reviews_page(
+        self, project_id: str, before_review_id: str | None, limit: int
+    ) -> list[Review] | None:
+        """Up to `limit` of the project's reviews, newest first, starting after (older than)
+        the review `before_review_id`, or at the newest. None if `before_review_id` names
+        no review of the project. Reads at most `limit` reviews."""
+        ...
+
     def start_execution(
         self,
         review_id: str,
