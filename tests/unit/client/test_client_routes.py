@@ -33,7 +33,7 @@ TEMPLATE = {
     "A1": "{agent_id}",
     "M1": "{promotion_id}",
 }
-CONVENIENCES = {"request", "close", "review", "console_link"}
+CONVENIENCES = {"request", "close", "console_link"}
 
 
 def _called_routes() -> set[tuple[str, str]]:

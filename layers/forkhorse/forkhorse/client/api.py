@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from pydantic import BaseModel
@@ -201,6 +202,19 @@ class ForkhorseClient:
         path = f"/projects/{project}/reviews/{review}/history"
         return self._get(responses.HistoryView, "GET", path)
 
+    def review(self, project: str, review: str) -> responses.ReviewView:
+        """One review, active or not (`/state` shows only the active ones)."""
+        path = f"/projects/{project}/reviews/{review}"
+        return self._get(responses.ReviewBody, "GET", path).review
+
+    def list_reviews(
+        self, project: str, cursor: str | None = None, limit: int | None = None
+    ) -> responses.ReviewPage:
+        """One page of every review, newest first; its `next` cursor continues it."""
+        query = urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
+        path = f"/projects/{project}/reviews" + (f"?{query}" if query else "")
+        return self._get(responses.ReviewPage, "GET", path)
+
     # --- attestations (`forkhorse verify` checks them offline) -----------------------------
     def review_attestation(self, project: str, review: str) -> responses.DsseEnvelope:
         path = f"/projects/{project}/reviews/{review}/attestation"
@@ -214,11 +228,6 @@ class ForkhorseClient:
         return self._get(responses.KeyList, "GET", "/keys")
 
     # --- conveniences -----------------------------------------------------------------------
-    def review(self, project: str, review: str) -> responses.ReviewView:
-        for found in self.state(project).reviews:
-            if found.id == review:
-                return found
-        raise ApiError(404, "Review not found.")
 
     def console_link(self, project: str, review: str) -> str:
         return f"{self.config.url}/#/p/{project}/r/{review}"
