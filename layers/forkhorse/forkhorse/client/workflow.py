@@ -211,6 +211,16 @@ def find_project(client: ForkhorseClient, review: str, named: str | None) -> str
             raise UsageError("Name the project: pass --project or set FORKHORSE_PROJECT.") from None
         raise
     for project in projects:
-        if any(found.id == review for found in client.state(project.id).reviews):
+        if _holds(client, project.id, review):
             return project.id
     raise UsageError(f"No project of yours has the review {review}.")
+
+
+def _holds(client: ForkhorseClient, project: str, review: str) -> bool:
+    try:
+        client.review(project, review)
+    except ApiError as missing:
+        if missing.status == 404:
+            return False
+        raise
+    return True
