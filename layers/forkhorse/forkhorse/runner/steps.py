@@ -60,6 +60,7 @@ from forkhorse.ports.containers import (
     ContainerError,
     ContainerPort,
     ContainerSpec,
+    LaunchThrottled,
 )
 from forkhorse.ports.evidence import EvidenceDrop
 from forkhorse.ports.git import ArchiveLink, GitHost, Snapshot
@@ -365,6 +366,8 @@ def full_start(deps: RunnerDeps, event: FullItem) -> FullProgress:
                 source=source,
             )
         )
+    except LaunchThrottled:
+        raise  # nothing started: the state machine's Retry on FullStart tries again later
     except ContainerError as error:
         record = _container_record(deps, definition, "", "infrastructure-error", str(error), None)
         return _finished_full(deps, event, record, deps.poll_seconds)
