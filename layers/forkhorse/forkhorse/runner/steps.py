@@ -137,7 +137,8 @@ def exported_checkout(workdir: Path) -> Callable[[Snapshot, str, float], Path]:
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
-            target.parent.mkdir(parents=True, exist_ok=True)
+            # Root-only: the export may be handed to the checks' user (podman's workspace.py).
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             partial.rename(target)
         return target
 
