@@ -406,4 +406,5 @@ def test_a_throttled_full_start_is_retried_with_backoff_by_its_error_name() -> N
     full_start = machine["States"]["FullChecks"]["ItemProcessor"]["States"]["FullStart"]
     [retry] = full_start["Retry"]
     assert LaunchThrottled.__name__ in retry["ErrorEquals"]
-    assert retry["BackoffRate"] > 1 and retry["MaxAttempts"] >= 3
+    assert retry["BackoffRate"] > 1
+    assert retry["MaxAttempts"] >= 3

@@ -128,9 +128,10 @@ class Lane:
 class Ticket:
     """An active run's handle: its lane slots and its cancellation."""
 
-    def __init__(self, job: Job, lanes: dict[LaneName, Lane]) -> None:
+    def __init__(self, job: Job, lanes: dict[LaneName, Lane], checks: Lane) -> None:
         self.job = job
         self._lanes = lanes
+        self._checks = checks
         self._cancelled = threading.Event()
 
     def check(self) -> None:
@@ -144,7 +145,13 @@ class Ticket:
 
     @contextmanager
     def slot(self, name: LaneName) -> Iterator[None]:
-        lane = self._lanes[name]
+        """A slot of the check's lane, then one of the machine's: sandboxes and containers
+        together never exceed the machine's concurrency."""
+        with self._held(self._lanes[name]), self._held(self._checks):
+            yield
+
+    @contextmanager
+    def _held(self, lane: Lane) -> Iterator[None]:
         lane.acquire(self.job, self._cancelled)
         try:
             yield
@@ -153,7 +160,7 @@ class Ticket:
 
     def cancel(self) -> None:
         self._cancelled.set()
-        for lane in self._lanes.values():
+        for lane in (*self._lanes.values(), self._checks):
             lane.wake()
 
 
@@ -161,13 +168,24 @@ class FairScheduler:
     """Admits queued runs under the limits and runs each active one on its own thread."""
 
     def __init__(self, limits: QueueLimits) -> None:
-        if min(limits.running_per_project, limits.running_per_agent, limits.running_total) < 1:
-            raise ValueError("every running limit must be at least 1")
+        if (
+            min(
+                limits.running_per_project,
+                limits.running_per_agent,
+                limits.running_total,
+                limits.quick_slots,
+                limits.full_slots,
+                limits.check_slots,
+            )
+            < 1
+        ):
+            raise ValueError("every running limit and slot count must be at least 1")
         self._limits = limits
         self.lanes: dict[LaneName, Lane] = {
             "quick": Lane(limits.quick_slots, limits.promote_slots),
             "full": Lane(limits.full_slots, limits.promote_slots),
         }
+        self.checks = Lane(limits.check_slots, limits.promote_slots)
         self._lock = threading.Lock()
         self._queued: list[_Entry] = []
         self._active: dict[str, tuple[Ticket, threading.Thread]] = {}
@@ -287,7 +305,7 @@ class FairScheduler:
         if not job.priority:
             self._running_projects[job.project] += 1
             self._running_agents[job.agent] += 1
-        ticket = Ticket(job, self.lanes)
+        ticket = Ticket(job, self.lanes, self.checks)
         thread = threading.Thread(
             target=self._drive, args=(ticket, body), name=f"receipt-run-{job.key}", daemon=True
         )
