@@ -72,6 +72,13 @@ class _Recency:
         self._last[name] = next(self._counter)
 
 
+# A job waiting for a slot: the job, its arrival, and the extra slots open to it.
+type _Waiter = tuple[Job, int, int]
+# Quick checks are short and small (QUICK_SANDBOX): one may run beyond the machine's slots,
+# so full checks filling the machine delay another project's quick check by nothing.
+QUICK_EXTRA_SLOTS = 1
+
+
 class Lane:
     """A fixed number of slots handed out fairly: priority first, then least recent project."""
 
@@ -79,7 +86,7 @@ class Lane:
         self._shared = shared
         self._reserved = reserved
         self._in_use = 0
-        self._waiting: list[tuple[Job, int]] = []
+        self._waiting: list[_Waiter] = []
         self._arrivals = itertools.count()
         self._recency = _Recency(itertools.count())
         self._changed = threading.Condition()
@@ -89,9 +96,10 @@ class Lane:
         with self._changed:
             return self._in_use
 
-    def acquire(self, job: Job, cancelled: threading.Event) -> None:
+    def acquire(self, job: Job, cancelled: threading.Event, extra: int = 0) -> None:
+        """Wait for a slot; `extra` slots beyond the shared ones are open to this caller."""
         with self._changed:
-            waiter = (job, next(self._arrivals))
+            waiter = (job, next(self._arrivals), extra)
             self._waiting.append(waiter)
             try:
                 while self._next() != waiter:
@@ -113,15 +121,16 @@ class Lane:
         with self._changed:
             self._changed.notify_all()
 
-    def _fits(self, job: Job) -> bool:
-        return self._in_use < self._shared + (self._reserved if job.priority else 0)
+    def _fits(self, waiter: _Waiter) -> bool:
+        job, _, extra = waiter
+        return self._in_use < self._shared + extra + (self._reserved if job.priority else 0)
 
-    def _next(self) -> tuple[Job, int] | None:
-        fitting = [waiter for waiter in self._waiting if self._fits(waiter[0])]
+    def _next(self) -> _Waiter | None:
+        fitting = [waiter for waiter in self._waiting if self._fits(waiter)]
         return min(fitting, key=self._rank, default=None)
 
-    def _rank(self, waiter: tuple[Job, int]) -> tuple[bool, int, int]:
-        job, arrival = waiter
+    def _rank(self, waiter: _Waiter) -> tuple[bool, int, int]:
+        job, arrival, _ = waiter
         return (not job.priority, self._recency.of(job.project), arrival)
 
 
@@ -146,13 +155,14 @@ class Ticket:
     @contextmanager
     def slot(self, name: LaneName) -> Iterator[None]:
         """A slot of the check's lane, then one of the machine's: sandboxes and containers
-        together never exceed the machine's concurrency."""
-        with self._held(self._lanes[name]), self._held(self._checks):
+        together never exceed the machine's concurrency, but for one quick check."""
+        extra = QUICK_EXTRA_SLOTS if name == "quick" else 0
+        with self._held(self._lanes[name]), self._held(self._checks, extra):
             yield
 
     @contextmanager
-    def _held(self, lane: Lane) -> Iterator[None]:
-        lane.acquire(self.job, self._cancelled)
+    def _held(self, lane: Lane, extra: int = 0) -> Iterator[None]:
+        lane.acquire(self.job, self._cancelled, extra)
         try:
             yield
         finally:
