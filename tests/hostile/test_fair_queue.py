@@ -478,8 +478,13 @@ def test_step_functions_stops_a_superseded_execution(monkeypatch: pytest.MonkeyP
 
 
 def test_forkhorse_serve_reads_queue_limits_from_its_environment() -> None:
+    two_checks = {"FORKHORSE_CONCURRENCY": "2"}  # the defaults' machine, whatever this one is
     limits = queue_limits(
-        {"FORKHORSE_QUEUE_RUNNING_PER_PROJECT": "4", "FORKHORSE_QUEUE_QUEUED_PER_AGENT": "5"}
+        {
+            **two_checks,
+            "FORKHORSE_QUEUE_RUNNING_PER_PROJECT": "4",
+            "FORKHORSE_QUEUE_QUEUED_PER_AGENT": "5",
+        }
     )
     assert limits == QueueLimits(running_per_project=4, queued_per_agent=5)
-    assert queue_limits({}) == QueueLimits()
+    assert queue_limits(two_checks) == QueueLimits()

@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 from forkhorse.adapters.containers.fargate import (
     INIT_COMMAND,
     TIMEOUT_REASON,
@@ -27,6 +28,7 @@ from forkhorse.ports.containers import (
     ContainerSpec,
     ContainerStartFailed,
     ImageUnresolved,
+    LaunchThrottled,
 )
 from forkhorse.ports.git import ArchiveLink
 from moto import mock_aws
@@ -510,3 +512,61 @@ def test_settings_come_from_the_function_environment() -> None:
     )
     assert loaded.subnets == ("subnet-a", "subnet-b")
     assert loaded.images["default"] == FargateImage(CHECK_IMAGE, "td")
+
+
+# --- throttled launches ----------------------------------------------------------------
+
+
+def _refuse_launch_once(
+    monkeypatch: pytest.MonkeyPatch, aws: Aws, refusal: Exception | dict[str, Any]
+) -> None:
+    """RunTask refuses the first launch (an error raised, or a response with failures)."""
+    real_run_task = aws.ecs.run_task
+    calls = []
+
+    def run_task(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        if len(calls) > 1:
+            return real_run_task(**kwargs)
+        if isinstance(refusal, Exception):
+            raise refusal
+        return refusal
+
+    monkeypatch.setattr(aws.ecs, "run_task", run_task)
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        ClientError({"Error": {"Code": "ThrottlingException", "Message": "Slow down"}}, "RunTask"),
+        {"tasks": [], "failures": [{"reason": "Capacity is unavailable at this time."}]},
+        {"tasks": [], "failures": [{"reason": "RESOURCE:MEMORY"}]},
+    ],
+    ids=["throttled", "no-capacity", "no-resource"],
+)
+def test_a_throttled_launch_raises_launch_throttled_and_a_retry_starts_the_check(
+    monkeypatch: pytest.MonkeyPatch,
+    aws: Aws,
+    port: FargateContainerPort,
+    link: ArchiveLink,
+    refusal: Exception | dict[str, Any],
+) -> None:
+    _refuse_launch_once(monkeypatch, aws, refusal)
+    attempt = spec(link)
+    with pytest.raises(LaunchThrottled):
+        port.start(attempt)
+    # Nothing started, so the state machine's retry of FullStart may launch it.
+    handle = port.start(attempt)
+    assert handle.container_id.startswith("arn:aws:ecs:")
+    port.destroy(handle)
+
+
+def test_a_launch_failure_that_is_not_capacity_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch, aws: Aws, port: FargateContainerPort, link: ArchiveLink
+) -> None:
+    _refuse_launch_once(monkeypatch, aws, {"tasks": [], "failures": [{"reason": "MISSING"}]})
+    attempt = spec(link)
+    with pytest.raises(ContainerStartFailed):
+        port.start(attempt)
+    with pytest.raises(ContainerRefused):
+        port.start(attempt)

@@ -90,6 +90,23 @@ def test_workspace_writes_stay_in_the_per_run_copy(
     assert outside.read_text() == "untouched\n"  # the link resolved inside the container
 
 
+def test_a_check_writing_into_its_checkout_cannot_affect_the_next_check(
+    run_check: RunCheck, checkout: Path
+) -> None:
+    """The run's checks share one export: each writes only to its own overlay."""
+    vandal = run_check(
+        "echo changed > README.md && rm -r src && mkdir -p build && echo out > build/o "
+        "&& chmod 000 . && echo done"
+    )
+    assert (vandal.result.outcome, vandal.result.stdout.text) == ("passed", "done\n")
+    after = run_check("cat README.md; ls; ls build 2>&1 | head -c 0; id -u")
+    assert after.result.outcome == "passed"
+    assert after.result.stdout.text == "hello\nREADME.md\nsrc\n1000\n"
+    assert (checkout / "README.md").read_text() == "hello\n"
+    assert (checkout / "src" / "main.js").exists()
+    assert not (checkout / "build").exists()
+
+
 def test_a_fork_bomb_hits_the_pids_limit_and_fails(run_check: RunCheck) -> None:
     # Without a pids limit this loop would finish and exit 0.
     attempt = run_check(

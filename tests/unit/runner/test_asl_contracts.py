@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeAliasType
 
 import pytest
+from forkhorse.ports.containers import LaunchThrottled
 from forkhorse.runner.contracts import (
     ExecutionInput,
     FullProgress,
@@ -397,3 +398,13 @@ def test_a_task_without_a_contract_fails() -> None:
     tasks = {k: v for k, v in TASKS.items() if k != "FinalizeFunctionArn"}
     problems = walk_machine(_machine("receipt_run"), ExecutionInput, tasks)
     assert "Finalize: FinalizeFunctionArn runs no step with a contract" in problems
+
+
+def test_a_throttled_full_start_is_retried_with_backoff_by_its_error_name() -> None:
+    """Lambda reports an exception by its class name: the Retry must name LaunchThrottled."""
+    machine = json.loads((ROOT / "statemachine" / "receipt_run.asl.json").read_text())
+    full_start = machine["States"]["FullChecks"]["ItemProcessor"]["States"]["FullStart"]
+    [retry] = full_start["Retry"]
+    assert LaunchThrottled.__name__ in retry["ErrorEquals"]
+    assert retry["BackoffRate"] > 1
+    assert retry["MaxAttempts"] >= 3

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
+from forkhorse.domain.limits import (
+    CONTAINER,
+    GIB,
+    MAX_CONCURRENCY,
+    QueueLimits,
+    default_concurrency,
+    queue_for_concurrency,
+)
 from forkhorse.wiring import settings
 from forkhorse.wiring.aws import recovery_machines
 from forkhorse.wiring.settings import (
@@ -110,3 +119,38 @@ def test_a_queue_limit_is_overridden_and_a_bad_one_named() -> None:
     assert local.queue.running_per_project == 4
     with pytest.raises(SettingsError, match="invalid environment variable FORKHORSE_QUEUE_"):
         LocalSettings.from_environ({"FORKHORSE_QUEUE_RUNNING_PER_PROJECT": "many"})
+
+
+def test_the_concurrency_defaults_to_the_machines_cores_and_memory() -> None:
+    local = LocalSettings.from_environ({})
+    cores = len(os.sched_getaffinity(0))
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert local.concurrency == default_concurrency(cores, memory)
+    assert 1 <= local.concurrency <= cores
+    assert local.queue == queue_for_concurrency(local.concurrency)
+
+
+def test_the_default_concurrency_never_oversubscribes_cores_or_memory() -> None:
+    assert default_concurrency(cores=8, memory_bytes=64 * GIB) == 8
+    assert default_concurrency(cores=8, memory_bytes=3 * CONTAINER.memory_bytes) == 3
+    assert default_concurrency(cores=1, memory_bytes=64 * GIB) == 1
+    assert default_concurrency(cores=4, memory_bytes=CONTAINER.memory_bytes // 2) == 1
+    assert default_concurrency(cores=512, memory_bytes=1024 * GIB) == MAX_CONCURRENCY
+    assert queue_for_concurrency(2) == QueueLimits()
+
+
+def test_the_concurrency_setting_sizes_the_queue_and_a_queue_limit_still_wins() -> None:
+    local = LocalSettings.from_environ({"FORKHORSE_CONCURRENCY": "6"})
+    assert local.concurrency == 6
+    assert (local.queue.check_slots, local.queue.quick_slots, local.queue.full_slots) == (6, 6, 6)
+    assert local.queue.running_per_project == 6
+    pinned = LocalSettings.from_environ(
+        {"FORKHORSE_CONCURRENCY": "6", "FORKHORSE_QUEUE_FULL_SLOTS": "3"}
+    )
+    assert (pinned.queue.check_slots, pinned.queue.full_slots) == (6, 3)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many", str(MAX_CONCURRENCY + 1)])
+def test_a_bad_concurrency_is_named(value: str) -> None:
+    with pytest.raises(SettingsError, match="invalid environment variable FORKHORSE_CONCURRENCY"):
+        LocalSettings.from_environ({"FORKHORSE_CONCURRENCY": value})

@@ -169,7 +169,8 @@ class QueueLimits:
     queued_per_agent: int = 20  # waiting review runs of one agent; more are refused
     quick_slots: int = 2  # quick checks at once (bubblewrap children)
     full_slots: int = 2  # full checks at once (containers)
-    promote_slots: int = 1  # extra quick and full slots only before-promote runs may use
+    check_slots: int = 2  # quick and full checks at once, both lanes together
+    promote_slots: int = 1  # extra quick, full and check slots only before-promote runs may use
 
 
 # --- the local server's log --------------------------------------------------------------
@@ -211,3 +212,27 @@ CONTAINER = ContainerLimits()
 QUEUE = QueueLimits()
 LOCAL_LOG = LocalLogLimits()
 ATTESTATION = AttestationLimits()
+
+
+# Each full check may use one CPU and CONTAINER.memory_bytes; a machine runs as many checks at
+# once as it has cores and memory for, and an operator may set at most this many.
+MAX_CONCURRENCY = 64
+
+
+def default_concurrency(cores: int, memory_bytes: int) -> int:
+    """How many checks a machine runs at once without oversubscribing it: one per core, and
+    no more containers than fit its memory at their limit."""
+    return max(1, min(cores, memory_bytes // CONTAINER.memory_bytes, MAX_CONCURRENCY))
+
+
+def queue_for_concurrency(concurrency: int) -> QueueLimits:
+    """The run queue of a machine that runs `concurrency` checks at once: that many in each
+    lane and in all, and enough active runs (one project may use the whole machine) to fill
+    them. Two gives the defaults."""
+    return QueueLimits(
+        running_per_project=max(QUEUE.running_per_project, concurrency),
+        running_total=max(QUEUE.running_total, concurrency),
+        quick_slots=concurrency,
+        full_slots=concurrency,
+        check_slots=concurrency,
+    )

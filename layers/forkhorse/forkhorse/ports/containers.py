@@ -56,6 +56,13 @@ class ContainerStartFailed(ContainerError):
     sentence = "The container could not be started."
 
 
+class LaunchThrottled(ContainerError):
+    """The platform refused the launch for now (throttling, no capacity): nothing started,
+    so the step fails with this error's name and the state machine retries it with backoff."""
+
+    sentence = "The container platform throttled the launch or had no capacity."
+
+
 class CleanupUnconfirmed(ContainerError):
     """Destroy could not confirm that the container is gone: fail closed."""
 

@@ -72,6 +72,13 @@ class _Recency:
         self._last[name] = next(self._counter)
 
 
+# A job waiting for a slot: the job, its arrival, and the extra slots open to it.
+type _Waiter = tuple[Job, int, int]
+# Quick checks are short and small (QUICK_SANDBOX): one may run beyond the machine's slots,
+# so full checks filling the machine delay another project's quick check by nothing.
+QUICK_EXTRA_SLOTS = 1
+
+
 class Lane:
     """A fixed number of slots handed out fairly: priority first, then least recent project."""
 
@@ -79,7 +86,7 @@ class Lane:
         self._shared = shared
         self._reserved = reserved
         self._in_use = 0
-        self._waiting: list[tuple[Job, int]] = []
+        self._waiting: list[_Waiter] = []
         self._arrivals = itertools.count()
         self._recency = _Recency(itertools.count())
         self._changed = threading.Condition()
@@ -89,9 +96,10 @@ class Lane:
         with self._changed:
             return self._in_use
 
-    def acquire(self, job: Job, cancelled: threading.Event) -> None:
+    def acquire(self, job: Job, cancelled: threading.Event, extra: int = 0) -> None:
+        """Wait for a slot; `extra` slots beyond the shared ones are open to this caller."""
         with self._changed:
-            waiter = (job, next(self._arrivals))
+            waiter = (job, next(self._arrivals), extra)
             self._waiting.append(waiter)
             try:
                 while self._next() != waiter:
@@ -113,24 +121,26 @@ class Lane:
         with self._changed:
             self._changed.notify_all()
 
-    def _fits(self, job: Job) -> bool:
-        return self._in_use < self._shared + (self._reserved if job.priority else 0)
+    def _fits(self, waiter: _Waiter) -> bool:
+        job, _, extra = waiter
+        return self._in_use < self._shared + extra + (self._reserved if job.priority else 0)
 
-    def _next(self) -> tuple[Job, int] | None:
-        fitting = [waiter for waiter in self._waiting if self._fits(waiter[0])]
+    def _next(self) -> _Waiter | None:
+        fitting = [waiter for waiter in self._waiting if self._fits(waiter)]
         return min(fitting, key=self._rank, default=None)
 
-    def _rank(self, waiter: tuple[Job, int]) -> tuple[bool, int, int]:
-        job, arrival = waiter
+    def _rank(self, waiter: _Waiter) -> tuple[bool, int, int]:
+        job, arrival, _ = waiter
         return (not job.priority, self._recency.of(job.project), arrival)
 
 
 class Ticket:
     """An active run's handle: its lane slots and its cancellation."""
 
-    def __init__(self, job: Job, lanes: dict[LaneName, Lane]) -> None:
+    def __init__(self, job: Job, lanes: dict[LaneName, Lane], checks: Lane) -> None:
         self.job = job
         self._lanes = lanes
+        self._checks = checks
         self._cancelled = threading.Event()
 
     def check(self) -> None:
@@ -144,8 +154,15 @@ class Ticket:
 
     @contextmanager
     def slot(self, name: LaneName) -> Iterator[None]:
-        lane = self._lanes[name]
-        lane.acquire(self.job, self._cancelled)
+        """A slot of the check's lane, then one of the machine's: sandboxes and containers
+        together never exceed the machine's concurrency, but for one quick check."""
+        extra = QUICK_EXTRA_SLOTS if name == "quick" else 0
+        with self._held(self._lanes[name]), self._held(self._checks, extra):
+            yield
+
+    @contextmanager
+    def _held(self, lane: Lane, extra: int = 0) -> Iterator[None]:
+        lane.acquire(self.job, self._cancelled, extra)
         try:
             yield
         finally:
@@ -153,7 +170,7 @@ class Ticket:
 
     def cancel(self) -> None:
         self._cancelled.set()
-        for lane in self._lanes.values():
+        for lane in (*self._lanes.values(), self._checks):
             lane.wake()
 
 
@@ -161,13 +178,24 @@ class FairScheduler:
     """Admits queued runs under the limits and runs each active one on its own thread."""
 
     def __init__(self, limits: QueueLimits) -> None:
-        if min(limits.running_per_project, limits.running_per_agent, limits.running_total) < 1:
-            raise ValueError("every running limit must be at least 1")
+        if (
+            min(
+                limits.running_per_project,
+                limits.running_per_agent,
+                limits.running_total,
+                limits.quick_slots,
+                limits.full_slots,
+                limits.check_slots,
+            )
+            < 1
+        ):
+            raise ValueError("every running limit and slot count must be at least 1")
         self._limits = limits
         self.lanes: dict[LaneName, Lane] = {
             "quick": Lane(limits.quick_slots, limits.promote_slots),
             "full": Lane(limits.full_slots, limits.promote_slots),
         }
+        self.checks = Lane(limits.check_slots, limits.promote_slots)
         self._lock = threading.Lock()
         self._queued: list[_Entry] = []
         self._active: dict[str, tuple[Ticket, threading.Thread]] = {}
@@ -287,7 +315,7 @@ class FairScheduler:
         if not job.priority:
             self._running_projects[job.project] += 1
             self._running_agents[job.agent] += 1
-        ticket = Ticket(job, self.lanes)
+        ticket = Ticket(job, self.lanes, self.checks)
         thread = threading.Thread(
             target=self._drive, args=(ticket, body), name=f"receipt-run-{job.key}", daemon=True
         )

@@ -61,6 +61,7 @@ from forkhorse.ports.containers import (
     ContainerError,
     ContainerPort,
     ContainerSpec,
+    LaunchThrottled,
 )
 from forkhorse.ports.evidence import EvidenceDrop
 from forkhorse.ports.git import ArchiveLink, GitHost, Snapshot
@@ -139,7 +140,8 @@ def exported_checkout(workdir: Path) -> Callable[[Snapshot, str, float], Path]:
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
-            target.parent.mkdir(parents=True, exist_ok=True)
+            # Root-only: the export may be handed to the checks' user (podman's workspace.py).
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             partial.rename(target)
         return target
 
@@ -368,6 +370,8 @@ def full_start(deps: RunnerDeps, event: FullItem) -> FullProgress:
                 source=source,
             )
         )
+    except LaunchThrottled:
+        raise  # nothing started: the state machine's Retry on FullStart tries again later
     except ContainerError as error:
         record = _container_record(deps, definition, "", "infrastructure-error", str(error), None)
         return _finished_full(deps, event, record, deps.poll_seconds)

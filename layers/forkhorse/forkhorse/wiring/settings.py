@@ -14,9 +14,15 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from forkhorse.domain.limits import QUEUE, QueueLimits
+from forkhorse.domain.limits import (
+    MAX_CONCURRENCY,
+    QueueLimits,
+    default_concurrency,
+    queue_for_concurrency,
+)
 
 QUEUE_ENV_PREFIX = "FORKHORSE_QUEUE_"
+CONCURRENCY_VARIABLE = "FORKHORSE_CONCURRENCY"
 
 
 class SettingsError(RuntimeError):
@@ -114,19 +120,37 @@ class LocalSettings(_Environment):
     home: str = Field(default=".forkhorse-local", alias="FORKHORSE_HOME")
     port: int = Field(default=8787, alias="FORKHORSE_PORT", ge=0, le=65535)
     public_url: str | None = Field(default=None, alias="FORKHORSE_PUBLIC_URL")
+    # Checks (sandboxes and containers) at once; the run queue follows from it.
+    concurrency: int = Field(alias="FORKHORSE_CONCURRENCY", ge=1, le=MAX_CONCURRENCY)
     # Each QueueLimits field overridable by a variable named after it, for example
-    # FORKHORSE_QUEUE_RUNNING_PER_PROJECT=4.
-    queue: QueueLimits = QUEUE
+    # FORKHORSE_QUEUE_RUNNING_PER_PROJECT=4; it wins over what the concurrency gives.
+    queue: QueueLimits
 
     @model_validator(mode="before")
     @classmethod
     def _queue_overrides(cls, values: dict[str, Any]) -> dict[str, Any]:
+        concurrency = values.get(CONCURRENCY_VARIABLE) or machine_concurrency()
         overrides = {
             limit.name: values[variable]
             for limit in fields(QueueLimits)
             if (variable := QUEUE_ENV_PREFIX + limit.name.upper()) in values
         }
-        return {**values, "queue": {**asdict(QUEUE), **overrides}} if overrides else values
+        try:
+            base = queue_for_concurrency(max(1, min(int(concurrency), MAX_CONCURRENCY)))
+        except ValueError:
+            base = queue_for_concurrency(1)  # the concurrency's own validation names it
+        return {
+            **values,
+            CONCURRENCY_VARIABLE: concurrency,
+            "queue": {**asdict(base), **overrides},
+        }
+
+
+def machine_concurrency() -> int:
+    """The default concurrency: this process's cores and the machine's memory."""
+    cores = len(os.sched_getaffinity(0))
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return default_concurrency(cores, memory)
 
 
 def require(value: str | None, variable: str, purpose: str) -> str:

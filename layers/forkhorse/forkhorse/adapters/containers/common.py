@@ -69,6 +69,11 @@ class Attempts:
                 raise ContainerRefused()
             self._started.add((execution, check))
 
+    def release(self, execution: str, check: str) -> None:
+        """The launch never happened (the platform throttled it): a retry may claim again."""
+        with self._lock:
+            self._started.discard((execution, check))
+
     def require_live(self, handle: ContainerHandle) -> None:
         with self._lock:
             if handle.container_id in self._destroyed:

@@ -42,6 +42,7 @@ from forkhorse.ports.containers import (
     ContainerSpec,
     ContainerStartFailed,
     ImageUnresolved,
+    LaunchThrottled,
     PollState,
     require_pinned,
 )
@@ -70,6 +71,14 @@ INIT_COMMAND = (
 )
 _DESCRIBE_BATCH = 100
 _MAX_LOG_PAGES = 64
+# RunTask errors that mean "not now": the state machine retries the launch with backoff.
+THROTTLING_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
+# RunTask failure reasons that mean no capacity right now (not a broken task definition).
+_CAPACITY_REASONS = ("Capacity is unavailable", "RESOURCE:")
+
+
+def _capacity_short(failure: Mapping[str, Any]) -> bool:
+    return str(failure.get("reason", "")).startswith(_CAPACITY_REASONS)
 
 
 @dataclass(frozen=True)
@@ -152,23 +161,11 @@ class FargateContainerPort:
         image = self._image_for(spec.image_ref)
         self._refuse_existing(spec)
         self._attempts.claim(spec.execution, spec.check)
-        response = self.ecs.run_task(
-            cluster=self.settings.cluster,
-            taskDefinition=image.task_definition,
-            launchType="FARGATE",
-            count=1,
-            startedBy=spec.execution,
-            networkConfiguration={
-                "awsvpcConfiguration": {
-                    "subnets": list(self.settings.subnets),
-                    "securityGroups": list(self.settings.security_groups),
-                    "assignPublicIp": "DISABLED",
-                }
-            },
-            overrides={"containerOverrides": self._overrides(spec, link)},
-            tags=[{"key": key, "value": value} for key, value in labels_for(spec).items()],
-            enableExecuteCommand=False,
-        )
+        try:
+            response = self._run_task(spec, image, link)
+        except LaunchThrottled:
+            self._attempts.release(spec.execution, spec.check)
+            raise
         tasks = response.get("tasks", [])
         if response.get("failures") or len(tasks) != 1:
             raise ContainerStartFailed()
@@ -184,6 +181,37 @@ class FargateContainerPort:
             started_at=started_at,
             deadline=started_at + spec.timeout_seconds,
         )
+
+    def _run_task(
+        self, spec: ContainerSpec, image: FargateImage, link: ArchiveLink
+    ) -> Mapping[str, Any]:
+        """RunTask; a throttled call or a launch refused for capacity raises LaunchThrottled."""
+        try:
+            response: Mapping[str, Any] = self.ecs.run_task(
+                cluster=self.settings.cluster,
+                taskDefinition=image.task_definition,
+                launchType="FARGATE",
+                count=1,
+                startedBy=spec.execution,
+                networkConfiguration={
+                    "awsvpcConfiguration": {
+                        "subnets": list(self.settings.subnets),
+                        "securityGroups": list(self.settings.security_groups),
+                        "assignPublicIp": "DISABLED",
+                    }
+                },
+                overrides={"containerOverrides": self._overrides(spec, link)},
+                tags=[{"key": key, "value": value} for key, value in labels_for(spec).items()],
+                enableExecuteCommand=False,
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in THROTTLING_CODES:
+                raise LaunchThrottled() from error
+            raise
+        failures = response.get("failures", [])
+        if failures and all(_capacity_short(failure) for failure in failures):
+            raise LaunchThrottled()
+        return response
 
     def _image_for(self, reference: str) -> FargateImage:
         require_pinned(reference)

@@ -1,13 +1,18 @@
-"""The local ContainerPort: podman with runc, no network, a read-only root, and a writable
-per-run copy of the exact checkout at /workspace.
+"""The local ContainerPort: podman with runc, no network, a read-only root, and the exact
+checkout at /workspace under a fresh writable overlay per check.
 
-Limits (forkhorse.domain.limits.CONTAINER): memory, CPUs, pids and rlimits; /workspace and
-/tmp are sized tmpfs mounts whose pages count against the memory limit, so a check never
-writes to the host's disk; a seccomp profile refuses every new namespace (no user namespaces).
+Limits (forkhorse.domain.limits.CONTAINER): memory, CPUs, pids and rlimits; what a check
+writes to /workspace (the overlay's upper layer) and /tmp lands on sized tmpfs mounts whose
+pages count against the memory limit, so a check never writes to the host's disk; a seccomp
+profile refuses every new namespace (no user namespaces).
 
-`podman create` (atomic on the unique name) then `podman start --attach` with the
-passthrough log driver: the container's stdout and stderr are our pipes, bounded as they are
-read, so nothing unbounded lands on disk or in memory. Exit codes come from `podman inspect`.
+The run's export is shared read-only by its checks (workspace.py): nothing is copied per
+check. Podman round trips per check are the ones the guarantees need: `podman create`
+(atomic on the unique name, so it is also the refusal of a second container), `podman start
+--attach` with the passthrough log driver (the container's stdout and stderr are our pipes,
+bounded as they are read), `podman inspect` (exit codes come from the container's recorded
+state, never the CLI's), then `rm` and `container exists` (confirmed cleanup). `image exists`
+runs once per image reference and again only when a `create` fails.
 """
 
 from __future__ import annotations
@@ -19,12 +24,12 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from forkhorse.adapters.containers.common import (
-    CHECK_LABEL,
     DEPLOYMENT_LABEL,
     EXECUTION_LABEL,
     Attempts,
@@ -39,7 +44,9 @@ from forkhorse.adapters.containers.seccomp_profile import write_check_profile
 from forkhorse.adapters.containers.streams import drain_in_background
 from forkhorse.adapters.containers.workspace import (
     create_workspace,
+    overlay_directories,
     remove_workspace,
+    share_checkout,
     workspace_is_full,
 )
 from forkhorse.domain.limits import CONTAINER, ContainerLimits, format_bytes
@@ -63,6 +70,11 @@ _LOG_DRAIN_SECONDS = 10
 _SIGKILL_EXIT = 128 + 9
 # What a check that ran out of space prints (coreutils, busybox and most runtimes alike).
 _NO_SPACE = "No space left on device"
+# Checkouts already handed to the check user, most recent last; forgetting one only means
+# handing it over again (idempotent), so the memory stays bounded on a long-lived server.
+_SHARED_CHECKOUTS_REMEMBERED = 256
+# `--volume` separates its fields with ":" and its options with ",".
+_VOLUME_SEPARATORS = frozenset(":,")
 
 # The limits live in forkhorse.domain.limits; the old name stays importable.
 PodmanLimits = ContainerLimits
@@ -113,14 +125,30 @@ class PodmanContainerPort:
         self._attempts = Attempts()
         self._lock = threading.Lock()
         self._live: dict[str, _Run] = {}
+        self._present_images: set[str] = set()
+        self._shared: OrderedDict[Path, None] = OrderedDict()
 
     # --- preflight ---------------------------------------------------------------------
 
     def preflight(self, image_name: str) -> str:
         reference = self._images.resolve(image_name)
-        if self._podman.run("image", "exists", reference).returncode != 0:
-            raise ImageUnresolved()
+        with self._lock:
+            known = reference in self._present_images
+        if not known:
+            self._require_image(reference)
         return reference
+
+    def _require_image(self, reference: str) -> None:
+        """Ask podman; a pinned reference it has stays valid until removed, which a failed
+        `create` finds out (and asks again)."""
+        present = self._podman.run("image", "exists", reference).returncode == 0
+        with self._lock:
+            if present:
+                self._present_images.add(reference)
+            else:
+                self._present_images.discard(reference)
+        if not present:
+            raise ImageUnresolved()
 
     # --- start -------------------------------------------------------------------------
 
@@ -128,18 +156,18 @@ class PodmanContainerPort:
         if not isinstance(spec.source, Path) or not spec.source.is_dir():
             raise ContainerStartFailed("The exact checkout is not a local directory.")
         require_pinned(spec.image_ref)
-        self._refuse_existing(spec)
         self._attempts.claim(spec.execution, spec.check)
         # The workspace copy counts against the check's own time (it is bounded by the export
         # limits, so it cannot run on much past the deadline either).
         deadline = time.time() + spec.timeout_seconds
         name = container_name(spec.execution, spec.check)
-        workspace = self._copy_checkout(spec.source, name)
-        created = self._podman.run(*self._create_args(spec, name, workspace))
+        workspace = self._prepare_workspace(spec.source, name)
+        created = self._podman.run(*self._create_args(spec, name, spec.source, workspace))
         if created.returncode != 0:
             self._remove_run_dir(name)
             if b"already in use" in created.stderr:
                 raise ContainerRefused()
+            self._require_image(spec.image_ref)
             raise ContainerStartFailed()
         # With the passthrough log driver `create` prints nothing: the id comes from the cidfile.
         container_id = (workspace.parent / "cid").read_text(encoding="ascii").strip()
@@ -162,16 +190,11 @@ class PodmanContainerPort:
             deadline=deadline,
         )
 
-    def _refuse_existing(self, spec: ContainerSpec) -> None:
-        """A container (running or not yet destroyed) for this execution and check exists."""
-        if self._list_containers(
-            f"label={EXECUTION_LABEL}={spec.execution}", f"label={CHECK_LABEL}={spec.check}"
-        ):
-            raise ContainerRefused()
-
-    def _copy_checkout(self, checkout: Path, name: str) -> Path:
-        """A writable copy per run, on its own sized tmpfs: the check may change /workspace,
-        never the checkout, and never write more than its workspace allowance."""
+    def _prepare_workspace(self, checkout: Path, name: str) -> Path:
+        """The overlay's writable layer, on its own sized tmpfs: the check may change
+        /workspace, never the shared checkout, and never write more than its allowance."""
+        if _VOLUME_SEPARATORS & set(str(checkout.resolve()) + str(self._runs_dir.resolve())):
+            raise ContainerStartFailed("The checkout's path has a ':' or ',' podman cannot mount.")
         run_dir = self._runs_dir / name
         if run_dir.exists():
             raise ContainerRefused()
@@ -179,11 +202,24 @@ class PodmanContainerPort:
         workspace = run_dir / "workspace"
         try:
             self._write_seccomp_profile()
-            create_workspace(checkout, workspace, CHECK_UID, self._limits)
+            self._share(checkout)
+            create_workspace(workspace, CHECK_UID, self._limits)
         except OSError as error:
             self._remove_run_dir(name)
             raise ContainerStartFailed("The check's workspace could not be prepared.") from error
         return workspace
+
+    def _share(self, checkout: Path) -> None:
+        """Hand the run's export to the check user once, whichever of its checks comes first."""
+        key = checkout.resolve()
+        with self._lock:
+            if key in self._shared:
+                self._shared.move_to_end(key)
+                return
+            share_checkout(key, CHECK_UID)
+            self._shared[key] = None
+            if len(self._shared) > _SHARED_CHECKOUTS_REMEMBERED:
+                self._shared.popitem(last=False)
 
     def _write_seccomp_profile(self) -> None:
         """Generated from podman's default once per port; podman reads it at `create`."""
@@ -191,7 +227,9 @@ class PodmanContainerPort:
             if not self._seccomp_profile.exists():
                 write_check_profile(self._seccomp_profile)
 
-    def _create_args(self, spec: ContainerSpec, name: str, workspace: Path) -> list[str]:
+    def _create_args(
+        self, spec: ContainerSpec, name: str, checkout: Path, workspace: Path
+    ) -> list[str]:
         limits = self._limits
         labels = labels_for(spec) | {DEPLOYMENT_LABEL: self.deployment}
         label_flags = [
@@ -208,7 +246,7 @@ class PodmanContainerPort:
             "--read-only-tmpfs=false",
             "--tmpfs",
             f"/tmp:rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",  # noqa: S108
-            "--volume", f"{workspace}:/workspace:rw",
+            "--volume", _overlay_volume(checkout, workspace),
             "--workdir", "/workspace",
             "--user", f"{CHECK_UID}:{CHECK_UID}",
             "--cap-drop", "all",
@@ -370,3 +408,9 @@ class PodmanContainerPort:
         listed = self._podman.output("ps", "--all", "--format", "json", *filter_flags)
         containers: list[dict[str, Any]] = json.loads(listed or "[]")
         return containers
+
+
+def _overlay_volume(checkout: Path, workspace: Path) -> str:
+    """The shared checkout as the lower layer; writes go to this check's own tmpfs."""
+    upper, work = overlay_directories(workspace)
+    return f"{checkout.resolve()}:/workspace:O,upperdir={upper},workdir={work}"

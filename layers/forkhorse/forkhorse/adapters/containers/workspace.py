@@ -1,11 +1,13 @@
-"""A full check's /workspace: a fresh tmpfs per run, sized to its checkout plus a fixed allowance.
+"""A full check's /workspace: the run's exported checkout, shared read-only by every full check
+of the run, under a fresh overlay whose writable layer is a tmpfs per check.
 
-A host directory has no quota, so a check could fill the host's disk. A tmpfs mounted on the
-host (then bound into the container) has a size and an inode count, writes nothing to disk,
-and its pages are charged to the memory cgroup of the process that writes them: what the
-check writes counts against its own memory limit. The trusted copy of the checkout is done
-first, then the mount is shrunk to what the copy used plus the allowance, so a large checkout
-never eats the space the check may write. Forkhorse stays able to read the mount after the
+The export is made once per run (`runner.steps.exported_checkout`); nothing copies it per
+check. Podman mounts it as the overlay's lower layer, which a check can never change: its
+writes (new files, and copies of the files it changes) go to the upper layer. A host
+directory has no quota, so a check could fill the host's disk; the upper layer is a tmpfs
+mounted on the host, with a size and an inode count, that writes nothing to disk and whose
+pages are charged to the memory cgroup of the process that writes them: what the check
+writes counts against its own memory limit. Forkhorse stays able to read the mount after the
 check exits, which is how a full workspace is detected.
 """
 
@@ -14,18 +16,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import shutil
 from pathlib import Path
 
-from forkhorse.domain.limits import EXPORT, ContainerLimits
+from forkhorse.domain.limits import ContainerLimits
 
 _MS_NOSUID = 0x2
 _MS_NODEV = 0x4
-_MS_REMOUNT = 0x20
 _MNT_DETACH = 0x2
 _SOURCE = b"forkhorse-workspace"
 # A workspace with less than this left is full: tmpfs refuses a write it cannot fit whole.
 _FULL_MARGIN_BYTES = 1024 * 1024
+_OVERLAY_DIRECTORIES = 2  # the upper and work directories overlayfs needs
 
 
 class WorkspaceUnavailable(OSError):
@@ -39,39 +40,39 @@ def _libc_call(name: str, *args: object) -> None:
         raise WorkspaceUnavailable(error, f"{name}: {os.strerror(error)}")
 
 
-def _mount_tmpfs(target: Path, options: str, flags: int = 0) -> None:
+def _mount_tmpfs(target: Path, options: str) -> None:
     _libc_call(
-        "mount", _SOURCE, str(target).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | flags,
-        options.encode(),
-    )  # fmt: skip
-
-
-def _used(target: Path) -> tuple[int, int]:
-    """Bytes and inodes in use on the mount."""
-    stats = os.statvfs(target)
-    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize, stats.f_files - stats.f_ffree
-
-
-def create_workspace(checkout: Path, target: Path, uid: int, limits: ContainerLimits) -> None:
-    """Mount a fresh tmpfs at `target`, copy the checkout into it, give it to `uid`, and
-    leave exactly `limits.workspace_bytes` and `limits.inodes` free for the check."""
-    target.mkdir(mode=0o700)
-    ownership = f"mode=0755,uid={uid},gid={uid}"
-    _mount_tmpfs(
-        target,
-        f"size={EXPORT.bytes + limits.workspace_bytes},"
-        f"nr_inodes={EXPORT.paths + limits.inodes},{ownership}",
+        "mount", _SOURCE, str(target).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode()
     )
-    shutil.copytree(checkout, target, symlinks=True, dirs_exist_ok=True)
-    for path in target.rglob("*"):
+
+
+def share_checkout(checkout: Path, uid: int) -> None:
+    """Hand the run's export to the check user, once per run: the check may change any file
+    of its overlay (podman gives the overlay's root the owner and mode of the export's). The
+    export's parent directory is root-only (`runner.steps.exported_checkout`), so no host
+    user with the check's uid can reach the files the run's checks share."""
+    for path in (checkout, *checkout.rglob("*")):
         os.lchown(path, uid, uid)
-    used_bytes, used_inodes = _used(target)
+    checkout.chmod(0o755)
+
+
+def overlay_directories(target: Path) -> tuple[Path, Path]:
+    """The overlay's upper (what the check wrote) and work directories on the workspace."""
+    return target / "upper", target / "work"
+
+
+def create_workspace(target: Path, uid: int, limits: ContainerLimits) -> None:
+    """Mount a fresh tmpfs at `target` with exactly `limits.workspace_bytes` and
+    `limits.inodes` for the check, holding the overlay's upper and work directories."""
+    target.mkdir(mode=0o700)
     _mount_tmpfs(
         target,
-        f"size={used_bytes + limits.workspace_bytes},"
-        f"nr_inodes={used_inodes + limits.inodes},{ownership}",
-        _MS_REMOUNT,
+        f"size={limits.workspace_bytes},nr_inodes={limits.inodes + _OVERLAY_DIRECTORIES},"
+        f"mode=0755,uid={uid},gid={uid}",
     )
+    for directory in overlay_directories(target):
+        directory.mkdir(mode=0o755)
+        os.chown(directory, uid, uid)
 
 
 def workspace_is_full(target: Path) -> bool:

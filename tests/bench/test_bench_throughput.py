@@ -1,0 +1,92 @@
+"""Throughput: 20 reviews submitted at once through the HTTP API of a live local server, each
+with 3 quick checks and 1 full check, against the same 80 checks run bare (a bubblewrap
+Python start per quick check, a `podman run --rm` per full check) with the same parallelism,
+in one run. The figure is the ratio of the two wall times; receipts per minute are printed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from forkhorse.wiring.settings import LocalSettings
+
+from tests.bench.test_bench_runs import PODMAN_FLAGS
+from tests.integration.runner.scenarios import BRAND, PASSING_QUICK, checks_file, full, quick
+from tests.support.bench import BenchFigures
+from tests.support.live import Lane, Server, new_lane, new_project
+
+REVIEWS = 20
+QUICK_PER_REVIEW = 3
+pytestmark = pytest.mark.bench
+
+FILES = {
+    "brand.json": BRAND,
+    **{f".forkhorse/quick/q{index}.py": PASSING_QUICK for index in range(QUICK_PER_REVIEW)},
+    ".forkhorse/checks": checks_file(
+        *(quick(f"q{index}", f"q{index}") for index in range(QUICK_PER_REVIEW)),
+        full("t", "true"),
+    ),
+}
+BARE_PYTHON = (
+    *("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+    *("--unshare-all", "--die-with-parent", "--new-session"),
+    *(sys.executable, "-I", "-S", "-c", "pass"),
+)
+
+
+def _receipts_seconds(lanes: list[Lane], commits: list[str]) -> float:
+    """Request every review at once, then wait for every receipt."""
+    owner = lanes[0].project.server.owner
+    project = lanes[0].project.id
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=REVIEWS) as pool:
+        reviews = list(pool.map(Lane.request_review, lanes, commits))
+    finished = [owner.wait_receipt(project, review["id"]) for review in reviews]
+    elapsed = time.perf_counter() - started
+    outcomes = {_status(review) for review in finished}
+    assert outcomes == {"passed"}, outcomes
+    return elapsed
+
+
+def _status(review: dict[str, Any]) -> str:
+    receipt = review["receipt"]
+    return "no receipt" if receipt is None else str(receipt["status"])
+
+
+def _bare_seconds(busybox_ref: str, parallelism: int) -> float:
+    """The same 80 checks, bare, with the same parallelism."""
+    podman = ("podman", "run", "--rm", *PODMAN_FLAGS, busybox_ref, "true")
+    commands = [BARE_PYTHON] * (REVIEWS * QUICK_PER_REVIEW) + [podman] * REVIEWS
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=parallelism) as pool:
+        list(
+            pool.map(
+                lambda command: subprocess.run(command, check=True, capture_output=True), commands
+            )
+        )
+    return time.perf_counter() - started
+
+
+def test_bench_twenty_reviews_at_once(
+    server: Server, busybox_ref: str, bench_figures: BenchFigures
+) -> None:
+    concurrency = LocalSettings.from_environ().concurrency  # what the server runs with
+    project = new_project(server, True)
+    lanes = [new_lane(project, f"agent-{index}") for index in range(REVIEWS)]
+    commits = [
+        lane.push({**FILES, "README.md": f"lane {index}\n"}) for index, lane in enumerate(lanes)
+    ]
+    ours = _receipts_seconds(lanes, commits)
+    bare = _bare_seconds(busybox_ref, concurrency)
+    print(
+        f"\n{REVIEWS} reviews at once ({REVIEWS * (QUICK_PER_REVIEW + 1)} checks, concurrency "
+        f"{concurrency}): {ours:.1f} s, {REVIEWS / ours * 60:.0f} receipts per minute; "
+        f"the same checks bare: {bare:.1f} s; ratio {ours / bare:.2f}x"
+    )
+    bench_figures.record("throughput", ours / bare)
+    assert ours / bare < 10.0, "a regression: the server costs far more than its checks"
