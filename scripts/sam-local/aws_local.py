@@ -100,6 +100,10 @@ def _wait_for(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
+# env-vars.json names the key by this alias, since its id is known only once moto makes it.
+SIGNING_KEY_ALIAS = "alias/forkhorse-sam-local"
+
+
 def use_endpoint(moto: Moto) -> None:
     """This driver's own boto3 clients (and the host-side seeding) talk to moto."""
     os.environ.update(FAKE_CREDENTIALS)
@@ -110,6 +114,7 @@ def use_endpoint(moto: Moto) -> None:
         STATE_MACHINE_ARN=state_machine_arn(STATE_MACHINE),
         PROMOTE_STATE_MACHINE_ARN=state_machine_arn(PROMOTE_STATE_MACHINE),
         PUBLIC_URL="https://sam-local.invalid",
+        FORKHORSE_SIGNING_KEY=SIGNING_KEY_ALIAS,
     )
 
 
@@ -127,6 +132,10 @@ def create_resources() -> None:
     s3.put_bucket_versioning(
         Bucket=BUCKET, VersioningConfiguration=bucket["VersioningConfiguration"]
     )
+    # The template's SigningKey: finalize signs each record's attestation with it.
+    kms = boto3.client("kms")
+    key = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]
+    kms.create_alias(AliasName=SIGNING_KEY_ALIAS, TargetKeyId=key["KeyId"])
     # Full checks' cluster, so the poll step's lookups find it (its task does not exist).
     boto3.client("ecs").create_cluster(clusterName=CLUSTER)
     for logical_id, (name, file) in STATE_MACHINES.items():
