@@ -2,12 +2,15 @@
 server (waitress, SQLite, disk git over smart HTTP, real bubblewrap and podman checks).
 
 Every race is held open by a full check that blocks until the test releases it: the check
-marks its /workspace (a host tmpfs the test can see) and waits for a release file there.
+marks its /workspace (whose writes land in the overlay's upper directory, on a host tmpfs the
+test can see) and waits for a release file, which the test creates through `podman exec` so
+the container's overlay sees it.
 So the order is the test's, not the clock's: a promote's before-promote run is known to be
 running while its rival asks, or while the agent pushes."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -36,14 +39,20 @@ class Gate:
     def release(self, marker: Path | None = None) -> None:
         """Let the given waiting check (or the next one seen waiting) finish."""
         marker = marker or self.waiting()
-        (marker.parent / RELEASE).touch()
+        container = marker.parents[2].name  # runs/<container>/workspace/upper/<marker>
+        subprocess.run(
+            ["podman", "exec", container, "touch", f"/workspace/{RELEASE}"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         self._released.add(marker)
 
     def waiting(self) -> Path:
         """The marker of a blocked check not yet released, once there is one."""
         deadline = time.monotonic() + RECEIPT_TIMEOUT
         while time.monotonic() < deadline:
-            found = set(self._runs.glob(f"*/workspace/{WAITING}")) - self._released
+            found = set(self._runs.glob(f"*/workspace/upper/{WAITING}")) - self._released
             if found:
                 return found.pop()
             time.sleep(POLL_SECONDS)
