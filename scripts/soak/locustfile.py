@@ -76,6 +76,15 @@ class SoakUser(HttpUser):
                 response.failure(f"{kind}: {status}")
         return status, payload
 
+    def read_review(
+        self, project: str, review_id: str, token: str | None = None
+    ) -> dict[str, Any] | None:
+        """One review by id, whether or not /state still lists it (None when the request
+        failed)."""
+        path = f"/projects/{project}/reviews/{review_id}"
+        status, body = self.call("GET", path, "GET /review", {200}, token=token)
+        return body["review"] if status == 200 else None
+
     def git(self, name: str, run: Callable[[], object]) -> bool:
         """A git command, recorded by Locust as a GIT request."""
         started = time.perf_counter()
@@ -158,12 +167,8 @@ class LaneUser(SoakUser):
         return created["review"]["id"] if status == 202 else None
 
     def review(self, lane: Lane, review_id: str) -> dict[str, Any] | None:
-        """The review as the agent's /state shows it (None when the request failed)."""
-        path = f"/projects/{lane.project}/state"
-        status, state = self.call("GET", path, "GET /state", {200}, token=lane.token)
-        if status != 200:
-            return None
-        return next(r for r in state["reviews"] if r["id"] == review_id)  # type: ignore[no-any-return]
+        """The review as the agent reads it (None when the request failed)."""
+        return self.read_review(lane.project, review_id, lane.token)
 
     def wait_review(
         self, lane: Lane, review_id: str, settled: Callable[[dict[str, Any]], bool], wait: float
@@ -327,9 +332,9 @@ class OwnerUser(SoakUser):
             status, answer = self.call("GET", f"{path}/promotion", "GET /promotion", answered)
         error = (answer or {}).get("error", "") if status == 409 else ""
         self.soak.promotions[f"promote {status} {_SHA.sub('<sha>', error)}".strip()] += 1
-        after = self.state("working")
+        after = self.read_review(project, review["id"])
         if after is not None:
-            receipt = next(r for r in after["reviews"] if r["id"] == review["id"])["receipt"]
+            receipt = after["receipt"]
             if receipt and receipt["trigger"] == "before-promote":
                 self.soak.outcomes[f"working before-promote {receipt['status']}"] += 1
 

@@ -5,6 +5,7 @@ Used for receipt records and for Flow-Next review receipts alike.
 
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -21,9 +22,24 @@ from forkhorse.ports.store import RecordStore
 __all__ = ["RecordCorruptedError", "get_json", "get_record", "put_json", "put_record"]
 
 
+# Below this size a second thread costs more than the hash it would overlap.
+PARALLEL_DIGEST_BYTES = 1 << 20
+
+
+def digest_and_chunks(data: bytes) -> tuple[str, list[str]]:
+    """The digest and the chunks of `data`. hashlib releases the GIL on large buffers, so a
+    big record is hashed on a second thread while this one chunks it."""
+    if len(data) < PARALLEL_DIGEST_BYTES:
+        return digest_of(data), chunk_bytes(data)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="digest") as pool:
+        digest = pool.submit(digest_of, data)
+        chunks = chunk_bytes(data)
+        return digest.result(), chunks
+
+
 def _put_bytes(store: RecordStore, data: bytes, now: datetime) -> str:
-    digest = digest_of(data)
-    store.put_record_chunks(digest, chunk_bytes(data), now)
+    digest, chunks = digest_and_chunks(data)
+    store.put_record_chunks(digest, chunks, now)
     return digest
 
 
