@@ -11,11 +11,11 @@ import boto3
 import pytest
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.sqlite import SqliteStore
-from forkhorse.domain.canonical import canonical_bytes, chunk_bytes, chunk_text, digest_of
+from forkhorse.domain.canonical import canonical_bytes, chunk_text
 from forkhorse.domain.logs import LOG_BUDGET_BYTES
 from forkhorse.domain.receipts import ReceiptRecord
 from forkhorse.ports.store import Store
-from forkhorse.records import get_record, put_record
+from forkhorse.records import digest_and_chunks, get_record, put_record
 from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
@@ -59,9 +59,7 @@ def test_serialize_digest_and_chunk_4_mib_against_bare_sha256(bench_figures: Ben
     assert len(data) >= FOUR_MIB * 0.95
 
     def pipeline() -> None:
-        encoded = canonical_bytes(rec.model_dump(mode="json"))
-        digest_of(encoded)
-        chunk_bytes(encoded)
+        digest_and_chunks(canonical_bytes(rec.model_dump(mode="json")))
 
     ours, bare = _interleaved_best(15, pipeline, lambda: hashlib.sha256(data).hexdigest())
     print(

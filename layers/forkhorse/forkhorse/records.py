@@ -24,17 +24,18 @@ __all__ = ["RecordCorruptedError", "get_json", "get_record", "put_json", "put_re
 
 # Below this size a second thread costs more than the hash it would overlap.
 PARALLEL_DIGEST_BYTES = 1 << 20
+_CHUNKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunker")
 
 
 def digest_and_chunks(data: bytes) -> tuple[str, list[str]]:
     """The digest and the chunks of `data`. hashlib releases the GIL on large buffers, so a
-    big record is hashed on a second thread while this one chunks it."""
+    big record is chunked on a second thread while this one hashes it (the other way round,
+    the hash would wait for the GIL until the chunking yields it)."""
     if len(data) < PARALLEL_DIGEST_BYTES:
         return digest_of(data), chunk_bytes(data)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="digest") as pool:
-        digest = pool.submit(digest_of, data)
-        chunks = chunk_bytes(data)
-        return digest.result(), chunks
+    chunks = _CHUNKER.submit(chunk_bytes, data)
+    digest = digest_of(data)
+    return digest, chunks.result()
 
 
 def _put_bytes(store: RecordStore, data: bytes, now: datetime) -> str:

@@ -10,9 +10,11 @@ from forkhorse.domain.canonical import (
     canonical_bytes,
     chunk_bytes,
     chunk_text,
+    digest_of,
     reference_canonical_bytes,
     verified_bytes,
 )
+from forkhorse.records import PARALLEL_DIGEST_BYTES, digest_and_chunks
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -112,3 +114,12 @@ def test_chunking_bytes_keeps_the_chunks_across_decode_windows() -> None:
     assert chunk_bytes(text.encode()) == chunk_text(text)
     astral = "x" + "𝄞" * 40_000
     assert chunk_bytes(astral.encode()) == chunk_text(astral)
+
+
+@pytest.mark.parametrize("size", [PARALLEL_DIGEST_BYTES - 1, PARALLEL_DIGEST_BYTES + 7])
+def test_a_big_record_hashed_on_a_second_thread_gets_the_serial_digest_and_chunks(
+    size: int,
+) -> None:
+    cut = ("ü✓a𝄞" * size).encode()[:size]
+    data = cut.decode("utf-8", "ignore").encode()  # a character cut in two is dropped
+    assert digest_and_chunks(data) == (digest_of(data), chunk_text(data.decode()))
