@@ -117,6 +117,35 @@ def test_a_non_zero_exit_fails(run_check: RunCheck) -> None:
     assert attempt.result.message == "Exited with code 42."
 
 
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [(3, "failed"), (126, "failed"), (127, "failed"), (125, "infrastructure-error")],
+)
+def test_an_exit_code_is_the_one_podman_run_reports(
+    run_check: RunCheck, code: int, outcome: str
+) -> None:
+    """`podman run` exits with the container's code; 125 is its own failure, so a check that
+    exits 125 can only mislabel its own failure (never as a pass)."""
+    result = run_check(f"exit {code}").result
+    assert result.outcome == outcome
+    assert result.exit_code == (None if code == 125 else code)
+
+
+def test_wait_returns_when_the_container_ends_and_not_before(
+    port: PodmanContainerPort, busybox_ref: str, checkout: Path
+) -> None:
+    quick = port.start(spec_for(busybox_ref, "true", checkout))
+    slow = port.start(spec_for(busybox_ref, "sleep 60", checkout, check="slow"))
+    try:
+        assert port.wait(quick, 60)
+        assert port.poll(quick) == "exited"
+        assert not port.wait(slow, 0.2)
+        assert port.poll(slow) == "running"
+    finally:
+        port.destroy(quick)
+        port.destroy(slow)
+
+
 def test_the_command_runs_with_sh_c_exactly(run_check: RunCheck) -> None:
     attempt = run_check("echo \"$0\" '$HOME' $HOME; pwd")
     assert attempt.result.stdout.text == "sh $HOME /tmp\n/workspace\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import replace
 
 import pytest
@@ -10,6 +12,7 @@ from forkhorse.domain.gate import reason_code, validate_required
 from forkhorse.domain.receipts import SKIPPED_FULL_MESSAGE
 from forkhorse.ports.clock import SystemClock
 from forkhorse.records import get_json
+from forkhorse.runner.history import HISTORY_SUFFIX
 from forkhorse.runner.steps import UNATTACHED_MESSAGE
 from forkhorse.service.approvals import gather_evidence
 from forkhorse.service.context import Context, ServiceSettings
@@ -152,6 +155,21 @@ def test_history_follows_the_state_machine(world: World) -> None:
     ]
     assert events[0]["type"] == "ExecutionStarted"
     assert events[-1]["type"] == "ExecutionSucceeded"
+
+
+def test_a_long_check_is_polled_once_a_second_and_its_end_is_seen_at_once(world: World) -> None:
+    """History grows with a check's duration in seconds, never with a tight poll loop, and
+    each event is one appended line (no rewrite of the history per event)."""
+    run = world.review({".forkhorse/checks": checks_file(full("slow", "sleep 3"))})
+    started = time.monotonic()
+    world.run(run)
+    elapsed = time.monotonic() - started
+    events = world.runtime.supervisor.history(run)
+    polls = [e for e in events if e.get("stateEnteredEventDetails", {}).get("name") == "FullPoll"]
+    assert world.summary(run.review_id).status == "passed"
+    assert 1 <= len(polls) <= math.ceil(elapsed) + 1, (len(polls), elapsed)
+    path = next(world.runtime.home.rglob(f"{run.generation}{HISTORY_SUFFIX}"))
+    assert len(path.read_text().splitlines()) == len(events)
 
 
 def test_progress_is_visible_while_checks_run(world: World) -> None:

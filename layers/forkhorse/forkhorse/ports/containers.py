@@ -153,6 +153,11 @@ class ContainerPort(Protocol):
         """`running` until it ends; past its deadline it is killed and `timed-out`."""
         ...
 
+    def wait(self, handle: ContainerHandle, seconds: float) -> bool:
+        """Block until the container ends or `seconds` pass; whether it has ended. (Polls
+        still decide: this only saves the time between a container's end and the next poll.)"""
+        ...
+
     def collect(self, handle: ContainerHandle) -> ContainerResult:
         """Exit code, bounded streams, duration and outcome of a container that ended."""
         ...

@@ -1,15 +1,15 @@
 """Execution history shaped like Step Functions' GetExecutionHistory, for local runs.
 
 The console draws a run's graph from these events whether they came from AWS or from the
-local supervisor. Each event is written through to a JSON file, atomically, so a reader in
-another thread or process always sees a whole history.
+local supervisor. Each event is appended to a file as one JSON line, so writing an event
+costs the same whatever the history's length (rewriting the whole history for each event
+made an hour-long check's polls quadratic in disk writes), and a reader in another thread or
+process sees every whole line (a line still being written is left for the next read).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,9 @@ from typing import Any
 from forkhorse.domain.receipts import format_timestamp
 from forkhorse.ports.clock import Clock
 
+HISTORY_SUFFIX = ".jsonl"
+# Before histories were appended line by line, each was one JSON document.
+_WHOLE_DOCUMENT_SUFFIX = ".json"
 # Event details are for operators: keep them small and free of logs.
 MAX_DETAIL_CHARS = 2048
 
@@ -36,25 +39,24 @@ class ExecutionHistory:
         self._path = path
         self._clock = clock
         # A resumed execution (a promote after a restart) continues its history.
-        self._events: list[dict[str, Any]] = read_history(path)
+        self._count = len(read_history(path))
         self._lock = threading.Lock()
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._events)
+        return read_history(self._path)
 
     def add(self, event_type: str, **details: Any) -> None:
         with self._lock:
             event: dict[str, Any] = {
-                "id": len(self._events) + 1,
-                "previousEventId": len(self._events),
+                "id": self._count + 1,
+                "previousEventId": self._count,
                 "timestamp": format_timestamp(self._clock.now()),
                 "type": event_type,
                 **details,
             }
-            self._events.append(event)
-            self._write()
+            self._append(event)
+            self._count += 1
 
     def entered(self, kind: str, name: str, state_input: Any) -> None:
         self.add(
@@ -64,19 +66,26 @@ class ExecutionHistory:
     def exited(self, kind: str, name: str, output: Any) -> None:
         self.add(_EXITED[kind], stateExitedEventDetails={"name": name, "output": _brief(output)})
 
-    def _write(self) -> None:
+    def _append(self, event: dict[str, Any]) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".history-")
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump({"events": self._events}, stream)
-        os.replace(temporary, self._path)
+        with self._path.open("a", encoding="utf-8") as stream:
+            stream.write(json.dumps(event, separators=(",", ":")) + "\n")
 
 
 def read_history(path: Path) -> list[dict[str, Any]]:
-    """A persisted history's events; empty when the execution left none."""
+    """A persisted history's events, one JSON line each; empty when the execution left none.
+    A last line without its newline is still being written, and is not read yet."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return _read_whole_document(path.with_suffix(_WHOLE_DOCUMENT_SUFFIX))
+    whole = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in whole.splitlines()]
+
+
+def _read_whole_document(path: Path) -> list[dict[str, Any]]:
+    try:
+        events: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["events"]
     except FileNotFoundError:
         return []
-    events: list[dict[str, Any]] = document["events"]
     return events

@@ -26,7 +26,7 @@ from forkhorse.domain.run import RunRef
 from forkhorse.ports.journal import ENDED, STARTED, PromoteJournal
 from forkhorse.runner import promote_steps as steps
 from forkhorse.runner.contracts import PromoteStart, PromoteState, to_wire
-from forkhorse.runner.history import ExecutionHistory, read_history
+from forkhorse.runner.history import HISTORY_SUFFIX, ExecutionHistory, read_history
 from forkhorse.service.context import Context
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class LocalPromotes:
         thread.start()
 
     def _history_path(self, promotion_id: str) -> Path:
-        return self._history_dir / f"{promote_execution_name(promotion_id)}.json"
+        return self._history_dir / f"{promote_execution_name(promotion_id)}{HISTORY_SUFFIX}"
 
     def _history(self, promotion_id: str) -> ExecutionHistory:
         return ExecutionHistory(self._history_path(promotion_id), self._c.clock)

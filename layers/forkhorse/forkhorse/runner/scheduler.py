@@ -147,11 +147,6 @@ class Ticket:
         if self._cancelled.is_set():
             raise Cancelled()
 
-    def pause(self, seconds: float) -> None:
-        """Sleep between polls; a cancellation ends the sleep at once."""
-        if self._cancelled.wait(seconds):
-            raise Cancelled()
-
     @contextmanager
     def slot(self, name: LaneName) -> Iterator[None]:
         """A slot of the check's lane, then one of the machine's: sandboxes and containers

@@ -94,7 +94,7 @@ UNREADABLE_CONFIG = f"{CHECKS_PATH} could not be read from the reviewed commit."
 SNAPSHOT_UNAVAILABLE = "The snapshot could not be opened."
 EXPORT_PREFIX = ".export-"  # a partial checkout under the checkouts directory
 FULL_POLL_SECONDS = 1  # Step Functions waits whole seconds
-LOCAL_POLL_SECONDS = 0.05
+LOCAL_POLL_SECONDS = 1  # a poll (two history events) a second; a container's end wakes it at once
 
 
 @dataclass(frozen=True)

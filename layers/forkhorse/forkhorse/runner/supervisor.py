@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from datetime import timedelta
@@ -33,6 +34,7 @@ from forkhorse.runner.contracts import (
     ExecutionState,
     Finalized,
     FullItem,
+    FullProgress,
     FullResult,
     PreparedChecks,
     QuickGate,
@@ -40,7 +42,7 @@ from forkhorse.runner.contracts import (
     StepResult,
     to_wire,
 )
-from forkhorse.runner.history import ExecutionHistory, read_history
+from forkhorse.runner.history import HISTORY_SUFFIX, ExecutionHistory, read_history
 from forkhorse.runner.recovery import remove_stale_exports
 from forkhorse.runner.scheduler import Cancelled, FairScheduler, Job, QueueFull, Ticket
 
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 QUEUE_CHECK_NAME = "receipt queue"
 SUPERSEDED = "A newer execution of this review superseded this one."
 COLLECT_EVERY = timedelta(hours=1)  # as the AWS collector's schedule
+CANCEL_CHECK_SECONDS = 0.05  # how soon a superseded run notices, while its container runs
 
 
 class LocalSupervisor:
@@ -214,7 +217,7 @@ class LocalSupervisor:
     # --- one execution ------------------------------------------------------------------
 
     def _history_path(self, generation: str) -> Path:
-        return self._history_dir / f"{generation}.json"
+        return self._history_dir / f"{generation}{HISTORY_SUFFIX}"
 
     def _history(self, generation: str) -> ExecutionHistory:
         return ExecutionHistory(self._history_path(generation), self._deps.clock)
@@ -374,10 +377,20 @@ class _Execution:
             state = self._task("FullStart", steps.full_start, item)
             try:
                 while not state.done:
-                    self._ticket.pause(state.poll_seconds or self._deps.poll_seconds)
+                    self._await_end(state)
                     state = self._task("FullPoll", steps.full_poll, state)
             except Cancelled:
                 if state.handle is not None:
                     self._deps.containers.destroy(state.handle)
                 raise
         return state.finished()
+
+    def _await_end(self, state: FullProgress) -> None:
+        """Until the container ends or a poll interval passes (the Wait state's), looking for
+        a cancellation every few milliseconds; the next poll comes as soon as it ends."""
+        assert state.handle is not None  # a started check that is not done has its handle
+        give_up = time.monotonic() + (state.poll_seconds or self._deps.poll_seconds)
+        while (left := give_up - time.monotonic()) > 0:
+            if self._deps.containers.wait(state.handle, min(left, CANCEL_CHECK_SECONDS)):
+                return
+            self._ticket.check()

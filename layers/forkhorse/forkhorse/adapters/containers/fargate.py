@@ -252,6 +252,11 @@ class FargateContainerPort:
         )
         return "timed-out"
 
+    def wait(self, handle: ContainerHandle, seconds: float) -> bool:
+        """Step Functions waits between polls; a local caller simply sleeps."""
+        time.sleep(seconds)
+        return False
+
     def collect(self, handle: ContainerHandle) -> ContainerResult:
         self._attempts.require_live(handle)
         task = self._task(handle)

@@ -91,6 +91,12 @@ class MockContainerPort:
         self._timed_out.add(handle.container_id)
         return "timed-out"
 
+    def wait(self, handle: ContainerHandle, seconds: float) -> bool:
+        if not self._run_of(handle).hangs:
+            return True
+        time.sleep(max(0.0, min(seconds, handle.deadline - time.time())))
+        return False
+
     def collect(self, handle: ContainerHandle) -> ContainerResult:
         self._attempts.require_live(handle)
         run = self._run_of(handle)

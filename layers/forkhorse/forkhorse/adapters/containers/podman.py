@@ -7,12 +7,14 @@ pages count against the memory limit, so a check never writes to the host's disk
 profile refuses every new namespace (no user namespaces).
 
 The run's export is shared read-only by its checks (workspace.py): nothing is copied per
-check. Podman round trips per check are the ones the guarantees need: `podman create`
-(atomic on the unique name, so it is also the refusal of a second container), `podman start
---attach` with the passthrough log driver (the container's stdout and stderr are our pipes,
-bounded as they are read), `podman inspect` (exit codes come from the container's recorded
-state, never the CLI's), then `rm` and `container exists` (confirmed cleanup). `image exists`
-runs once per image reference and again only when a `create` fails.
+check. Podman round trips per check are the ones the guarantees need: one attached `podman
+run` (its create is atomic on the unique name, so it is also the refusal of a second
+container; the cidfile it writes on creation gives the id; with the passthrough log driver
+the container's stdout and stderr are our pipes, bounded as they are read; with `--rm` it
+removes the container once it ends and exits with the container's own exit code), then
+`container exists` (confirmed cleanup; `rm` first only when the container may still be
+there). `image exists` runs once per image reference and again only when a run creates no
+container.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from forkhorse.adapters.containers.common import (
     DEPLOYMENT_LABEL,
@@ -67,6 +69,13 @@ from forkhorse.ports.containers import (
 RUNS_DIR = "runs"
 SECCOMP_PROFILE = "seccomp.json"
 _LOG_DRAIN_SECONDS = 10
+# How long `podman run` may take to create the container (a podman call's own bound), and the
+# pauses while its cidfile is awaited: creation takes tens of milliseconds.
+_CREATE_SECONDS = 120
+_CIDFILE_FIRST_PAUSE = 0.002
+_CIDFILE_LAST_PAUSE = 0.02
+_CONTAINER_ID_LENGTH = 64
+_PODMAN_FAILED = 125
 _SIGKILL_EXIT = 128 + 9
 # What a check that ran out of space prints (coreutils, busybox and most runtimes alike).
 _NO_SPACE = "No space left on device"
@@ -101,6 +110,7 @@ class _Run:
     stdout: LogSample
     stderr: LogSample
     drains: tuple[threading.Thread, ...]
+    ended: threading.Event
     timed_out: bool = False
     ended_at: float | None = field(default=None)
 
@@ -162,22 +172,17 @@ class PodmanContainerPort:
         deadline = time.time() + spec.timeout_seconds
         name = container_name(spec.execution, spec.check)
         workspace = self._prepare_workspace(spec.source, name)
-        created = self._podman.run(*self._create_args(spec, name, spec.source, workspace))
-        if created.returncode != 0:
-            self._remove_run_dir(name)
-            if b"already in use" in created.stderr:
-                raise ContainerRefused()
-            self._require_image(spec.image_ref)
-            raise ContainerStartFailed()
-        # With the passthrough log driver `create` prints nothing: the id comes from the cidfile.
-        container_id = (workspace.parent / "cid").read_text(encoding="ascii").strip()
-        started_at = time.time()
         try:
-            self._attach(container_id, workspace.parent)
+            run = self._launch(self._run_args(spec, name, spec.source, workspace), workspace.parent)
         except OSError as error:
-            self._remove(container_id)
             self._remove_run_dir(name)
             raise ContainerStartFailed() from error
+        container_id = self._created_id(run, workspace.parent / "cid")
+        if container_id is None:
+            self._refuse_start(run, spec.image_ref, name)
+        started_at = time.time()
+        with self._lock:
+            self._live[container_id] = run
         return ContainerHandle(
             platform=self.platform,
             container_id=container_id,
@@ -189,6 +194,32 @@ class PodmanContainerPort:
             started_at=started_at,
             deadline=deadline,
         )
+
+    def _created_id(self, run: _Run, cidfile: Path) -> str | None:
+        """The container's id, once `podman run` has created it (it writes the cidfile
+        before it starts the container); None when podman ended without creating one."""
+        give_up = time.monotonic() + _CREATE_SECONDS
+        pause = _CIDFILE_FIRST_PAUSE
+        while time.monotonic() < give_up:
+            ended = run.ended.is_set()  # read first: a quick check may end before we look
+            written = _container_id_in(cidfile)
+            if written is not None or ended:
+                return written
+            run.ended.wait(pause)
+            pause = min(pause * 2, _CIDFILE_LAST_PAUSE)
+        run.process.kill()
+        run.ended.wait()
+        return _container_id_in(cidfile)
+
+    def _refuse_start(self, run: _Run, image_ref: str, name: str) -> NoReturn:
+        """No container was created, so what podman wrote is its own error, not a check's."""
+        for drain in run.drains:
+            drain.join(_LOG_DRAIN_SECONDS)
+        self._remove_run_dir(name)
+        if "already in use" in run.stderr.bounded().text:
+            raise ContainerRefused()
+        self._require_image(image_ref)
+        raise ContainerStartFailed()
 
     def _prepare_workspace(self, checkout: Path, name: str) -> Path:
         """The overlay's writable layer, on its own sized tmpfs: the check may change
@@ -227,7 +258,7 @@ class PodmanContainerPort:
             if not self._seccomp_profile.exists():
                 write_check_profile(self._seccomp_profile)
 
-    def _create_args(
+    def _run_args(
         self, spec: ContainerSpec, name: str, checkout: Path, workspace: Path
     ) -> list[str]:
         limits = self._limits
@@ -236,7 +267,8 @@ class PodmanContainerPort:
             flag for key, value in labels.items() for flag in ("--label", f"{key}={value}")
         ]
         return [
-            "create",
+            "run",
+            "--rm",  # a container that ends removes itself: destroy only confirms it is gone
             "--name", name,
             "--cidfile", str(workspace.parent / "cid"),
             "--pull", "never",
@@ -263,9 +295,11 @@ class PodmanContainerPort:
             "sh", "-c", spec.run,
         ]  # fmt: skip
 
-    def _attach(self, container_id: str, run_dir: Path) -> None:
+    def _launch(self, args: list[str], run_dir: Path) -> _Run:
+        """One attached `podman run`: with the passthrough log driver the container's stdout
+        and stderr are this process's pipes, drained (bounded) on threads."""
         process = subprocess.Popen(
-            self._podman.command("start", "--attach", container_id),
+            self._podman.command(*args),
             # conmon drops files (such as `oom`) in its working directory: keep them in the
             # run's own directory, which destroy removes.
             cwd=run_dir,
@@ -280,14 +314,17 @@ class PodmanContainerPort:
             drain_in_background(process.stdout, stdout),
             drain_in_background(process.stderr, stderr),
         )
-        with self._lock:
-            self._live[container_id] = _Run(process, stdout, stderr, drains)
+        return _Run(process, stdout, stderr, drains, _ended_event(process))
 
     # --- poll and collect ----------------------------------------------------------------
 
+    def wait(self, handle: ContainerHandle, seconds: float) -> bool:
+        run = self._run_of(handle)
+        return run.ended.wait(max(0.0, min(seconds, handle.deadline - time.time())))
+
     def poll(self, handle: ContainerHandle) -> PollState:
         run = self._run_of(handle)
-        if run.process.poll() is not None:
+        if run.ended.is_set():
             run.ended_at = run.ended_at or time.time()
             return "timed-out" if run.timed_out else "exited"
         if time.time() < handle.deadline:
@@ -306,12 +343,12 @@ class PodmanContainerPort:
 
     def collect(self, handle: ContainerHandle) -> ContainerResult:
         run = self._run_of(handle)
-        if run.process.poll() is None:
+        if not run.ended.is_set():
             raise ContainerStartFailed("The container is still running.")
         for drain in run.drains:
             drain.join(_LOG_DRAIN_SECONDS)
         ended_at = run.ended_at or time.time()
-        exit_code, broken = self._exit_code(handle)
+        exit_code, broken = self._exit_code(run)
         return result_for(
             limit=self._limit_hit(handle, run, exit_code),
             exit_code=exit_code,
@@ -323,15 +360,16 @@ class PodmanContainerPort:
             broken=broken,
         )
 
-    def _exit_code(self, handle: ContainerHandle) -> tuple[int | None, str | None]:
-        """The container's own exit code, from its recorded state, never the CLI's."""
-        inspected = self._podman.run("inspect", "--type", "container", handle.container_id)
-        if inspected.returncode != 0:
-            return None, "The container's state could not be read."
-        state = json.loads(inspected.stdout)[0]["State"]
-        if state.get("Status") != "exited":
-            return None, "The container did not exit."
-        return int(state["ExitCode"]), None
+    def _exit_code(self, run: _Run) -> tuple[int | None, str | None]:
+        """The container's exit code, as the attached `podman run` reports it: its own code,
+        except 125, podman's own failure. (126 and 127, a command that cannot run or is
+        missing, are the check's; podman's error then stands in the check's stderr.)"""
+        code = run.process.returncode
+        if code is None or code < 0:
+            return None, "The container's runtime ended without its exit code."
+        if code == _PODMAN_FAILED:
+            return None, "podman failed while running the container."
+        return code, None
 
     def _limit_hit(self, handle: ContainerHandle, run: _Run, exit_code: int | None) -> str | None:
         """The limit a failing check ran into, as far as the host can tell.
@@ -365,7 +403,8 @@ class PodmanContainerPort:
         self._attempts.mark_destroyed(handle)
         with self._lock:
             run = self._live.pop(handle.container_id, None)
-        self._remove(handle.container_id)
+        if run is None or run.process.poll() is None or not self._gone(handle.container_id):
+            self._remove(handle.container_id)
         if run is not None and run.process.poll() is None:
             run.process.kill()
             run.process.wait()
@@ -374,8 +413,11 @@ class PodmanContainerPort:
     def _remove(self, container_id: str) -> None:
         """Remove and confirm: `container exists` must answer "no" (exit code 1)."""
         self._podman.run("rm", "--force", "--time", "0", "--ignore", container_id)
-        if self._podman.run("container", "exists", container_id).returncode != 1:
+        if not self._gone(container_id):
             raise CleanupUnconfirmed()
+
+    def _gone(self, container_id: str) -> bool:
+        return self._podman.run("container", "exists", container_id).returncode == 1
 
     def _remove_run_dir(self, name: str) -> None:
         run_dir = self._runs_dir / name
@@ -408,6 +450,27 @@ class PodmanContainerPort:
         listed = self._podman.output("ps", "--all", "--format", "json", *filter_flags)
         containers: list[dict[str, Any]] = json.loads(listed or "[]")
         return containers
+
+
+def _container_id_in(cidfile: Path) -> str | None:
+    try:
+        written = cidfile.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    return written if len(written) == _CONTAINER_ID_LENGTH else None
+
+
+def _ended_event(process: subprocess.Popen[bytes]) -> threading.Event:
+    """Set the moment `process` ends: a thread blocks in waitpid for it (Popen.wait with a
+    timeout would poll with sleeps of up to 50 ms instead)."""
+    ended = threading.Event()
+
+    def reap() -> None:
+        process.wait()
+        ended.set()
+
+    threading.Thread(target=reap, daemon=True, name="container-reaper").start()
+    return ended
 
 
 def _overlay_volume(checkout: Path, workspace: Path) -> str:
