@@ -13,7 +13,7 @@ SOAK_AGENTS ?= 3
 SOAK_HOSTILE ?= 1
 SOAK_KILL_EVERY ?= 180
 SOAK_REPORT ?= soak-report.json
-SYSTEM_PACKAGES := podman runc bubblewrap nodejs debootstrap busybox-static uidmap chromium git
+SYSTEM_PACKAGES := podman runc bubblewrap nodejs debootstrap mmdebstrap arch-test gpg busybox-static uidmap chromium git
 
 .PHONY: help setup system-deps run test test-unit test-integration test-e2e test-hostile check lint openapi bench clean soak test-soak
 

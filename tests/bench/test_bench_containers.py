@@ -83,7 +83,7 @@ def test_building_the_default_image(tmp_path: Path, bench_figures: BenchFigures)
     podman, cache = Podman(), user_cache_dir()
     registry = ImageRegistry(tmp_path)
     earlier = find_built(podman, DEFAULT_IMAGE, default_image_inputs())
-    if earlier is None or not any((cache / "debs").glob("*.deb")):
+    if earlier is None or not any((cache / "apt-archives").glob("*.deb")):
         earlier = build_default_image(registry, podman, cache, progress=lambda _: None)
     started = time.perf_counter()
     rebuilt = build_default_image(registry, podman, cache, progress=print, rebuild=True)

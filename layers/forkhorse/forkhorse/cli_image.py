@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _home(args: argparse.Namespace) -> Path:
     home: Path | None = args.home
-    # debootstrap refuses a relative cache directory, and the cwd may change later.
+    # The image build mounts and syncs absolute paths, and the cwd may change later.
     return (home or Path(LocalSettings.from_environ().home)).resolve()
 
 

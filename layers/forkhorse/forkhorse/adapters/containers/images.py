@@ -1,5 +1,5 @@
 """Local images: a rootfs tarball built from Debian packages (or busybox), never pulled from a
-registry, made an image by `podman build FROM scratch`.
+registry (mmdebstrap for Debian's), made an image by `podman build FROM scratch`.
 
 The registry file in the state directory maps deployment image names (`default`, `busybox`)
 to immutable `localhost/forkhorse/<name>@sha256:` references. It is deployment
@@ -44,7 +44,7 @@ HOST_DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
 INPUTS_LABEL = "org.forkhorse.inputs"
 # Bump when the recipe changes in a way its listed inputs do not show.
-RECIPE_VERSION = "2"
+RECIPE_VERSION = "3"
 # Files whose content depends on when or where the build ran, not on its inputs.
 _UNREPRODUCIBLE = (
     "var/log", "var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin",
@@ -54,6 +54,30 @@ _UNREPRODUCIBLE = (
     "var/lib/systemd",
 )  # fmt: skip
 
+# No manual pages, translations or documentation but the copyright notices: a check never
+# reads them, and they are a sixth of the rootfs' bytes and files.
+_SLIM = tuple(
+    f"--dpkgopt={rule}"
+    for rule in (
+        "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/locale/*",
+        "path-include=/usr/share/locale/locale.alias", "path-exclude=/usr/share/doc/*",
+        "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/info/*",
+    )
+)  # fmt: skip
+# What `--aptopt` and `--dpkgopt` leave in the rootfs.
+_BUILD_SETTINGS = ("etc/apt/apt.conf.d/99mmdebstrap", "etc/dpkg/dpkg.cfg.d/99mmdebstrap")
+# No manual pages, translations or documentation but the copyright notices: a check never
+# reads them, and they are a sixth of the rootfs' bytes and files.
+_SLIM = tuple(
+    f"--dpkgopt={rule}"
+    for rule in (
+        "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/locale/*",
+        "path-include=/usr/share/locale/locale.alias", "path-exclude=/usr/share/doc/*",
+        "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/info/*",
+    )
+)  # fmt: skip
+# What `--aptopt` and `--dpkgopt` leave in the rootfs.
+_BUILD_SETTINGS = ("etc/apt/apt.conf.d/99mmdebstrap", "etc/dpkg/dpkg.cfg.d/99mmdebstrap")
 _PASSWD = f"root:x:0:0:root:/root:/bin/sh\ncheck:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n"
 _GROUP = f"root:x:0:\ncheck:x:{CHECK_UID}:\n"
 _COMMON_CHANGES = (
@@ -122,7 +146,7 @@ class LocalImages:
 
         An image built from the same inputs is reused unless `rebuild`."""
         if name == DEFAULT_IMAGE:
-            progress("Building the default image (Debian nodejs, npm, git); about a minute.")
+            progress("Building the default image (Debian nodejs, npm, git); one to two minutes.")
             return build_default_image(
                 self.registry, self._podman, self._cache_dir, progress, rebuild=rebuild
             )
@@ -261,29 +285,27 @@ def build_default_image(
     *,
     rebuild: bool = False,
 ) -> str:
-    """debootstrap a minbase rootfs, add the packages, build it (about a minute with a warm
-    package cache), unless an image from the same inputs is already in podman (`rebuild`
-    builds anyway: a reproducible build then gives that image's digest again)."""
+    """mmdebstrap a minbase rootfs with the packages, build it, unless an image from the same
+    inputs is already in podman (`rebuild` builds anyway: a reproducible build then gives that
+    image's digest again)."""
     inputs = default_image_inputs()
     known = None if rebuild else find_built(podman, DEFAULT_IMAGE, inputs)
     if known is not None:
         progress(f"Reusing {known}: built from the same inputs.")
         registry.record(DEFAULT_IMAGE, known)
         return known
-    for tool in ("debootstrap", "chroot", "tar"):
+    for tool in ("mmdebstrap", "tar"):
         if shutil.which(tool) is None:
-            raise ImageUnresolved(f"{tool} is missing: install debootstrap (apt-get).")
+            raise ImageUnresolved(f"{tool} is missing: install mmdebstrap (apt-get).")
     started = time.monotonic()
-    debs = cache_dir / "debs"
-    debs.mkdir(parents=True, exist_ok=True)
     with build_log(cache_dir, DEFAULT_IMAGE) as log, scratch_dir(cache_dir) as scratch:
         rootfs = scratch / "rootfs"
-        stage = _stages(progress, log, 4)
-        stage("debootstrap: a minimal Debian rootfs")
-        logged(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
-                host_suite(), str(rootfs)], log)  # fmt: skip
-        stage(f"apt-get install {' '.join(DEFAULT_PACKAGES)}")
-        _install_packages(rootfs, cache_dir / "apt-archives", log)
+        stage = _stages(progress, log, 3)
+        stage(f"mmdebstrap: Debian {host_suite()} minbase with {' '.join(DEFAULT_PACKAGES)}")
+        # Maintainer scripts that write dates take this one, not the build's.
+        environment = {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+        logged(_mmdebstrap_command(rootfs, cache_dir), log, environment)
+        _finish_rootfs(rootfs)
         stage("podman build (reproducible: sorted tarball, fixed timestamps)")
         tarball = scratch / "rootfs.tar"
         _reproducible_tar(rootfs, tarball, log)
@@ -297,6 +319,28 @@ def build_default_image(
     elapsed = time.monotonic() - started
     progress(f"Built {reference} in {elapsed:.0f} s ({' '.join(versions.split())}).")
     return reference
+
+
+def _mmdebstrap_command(rootfs: Path, cache_dir: Path) -> list[str]:
+    """The host's suite and apt sources, the packages in one apt run, dpkg without fsync (the
+    rootfs is scratch until it is archived) or documentation, and the user's package cache
+    and package lists synced in and out, so apt downloads only what changed."""
+    archives, lists = cache_dir / "apt-archives", cache_dir / "apt-lists"
+    for directory in (archives, lists):
+        directory.mkdir(parents=True, exist_ok=True)
+    return [
+        "mmdebstrap", "--variant=minbase", "--mode=root", "--format=directory",
+        f"--include={','.join(DEFAULT_PACKAGES)}",
+        "--dpkgopt=force-unsafe-io", *_SLIM, "--aptopt=Acquire::Languages \"none\"",
+        "--skip=essential/unlink",
+        '--setup-hook=mkdir -p "$1"/var/cache/apt/archives "$1"/var/lib/apt/lists',
+        f"--setup-hook=sync-in {archives} /var/cache/apt/archives/",
+        f"--setup-hook=sync-in {lists} /var/lib/apt/lists/",
+        f"--customize-hook=sync-out /var/cache/apt/archives {archives}",
+        f"--customize-hook=sync-out /var/lib/apt/lists {lists}",
+        host_suite(), str(rootfs),
+        *([str(HOST_DEBIAN_SOURCES)] if HOST_DEBIAN_SOURCES.is_file() else []),
+    ]  # fmt: skip
 
 
 def _stages(progress: Progress, log: TextIO, total: int) -> Progress:
@@ -368,38 +412,16 @@ def host_suite() -> str:
     return "bookworm"
 
 
-def _install_packages(rootfs: Path, apt_cache: Path, log: TextIO) -> None:
-    # Same Debian suites as the host (security updates included), same resolver.
-    if HOST_DEBIAN_SOURCES.is_file():
-        shutil.copy(HOST_DEBIAN_SOURCES, rootfs / "etc/apt/sources.list.d/debian.sources")
-        (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
-    shutil.copy("/etc/resolv.conf", rootfs / "etc/resolv.conf")
-    archives = rootfs / "var/cache/apt/archives"
-    _copy_packages(apt_cache, archives)  # the user's cache: apt downloads only what is new
-    script = (
-        "set -e; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
-        f"apt-get install -y -qq --no-install-recommends {' '.join(DEFAULT_PACKAGES)}"
-    )
-    # Maintainer scripts that write dates take this one, not the build's.
-    logged(
-        ["chroot", str(rootfs), "sh", "-c", script], log, {**os.environ, "SOURCE_DATE_EPOCH": "0"}
-    )
-    _copy_packages(archives, apt_cache)
-    for package in archives.glob("*.deb"):
-        package.unlink()
-    (rootfs / "etc/resolv.conf").write_text("", encoding="utf-8")
+def _finish_rootfs(rootfs: Path) -> None:
+    """Drop the build's own apt and dpkg settings (no fsync has no place in a check), add the
+    check user and its /workspace."""
+    for settings in _BUILD_SETTINGS:
+        (rootfs / settings).unlink(missing_ok=True)
     with (rootfs / "etc/passwd").open("a", encoding="utf-8") as passwd:
         passwd.write(f"check:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n")
     with (rootfs / "etc/group").open("a", encoding="utf-8") as group:
         group.write(f"check:x:{CHECK_UID}:\n")
     (rootfs / "workspace").mkdir(exist_ok=True)
-
-
-def _copy_packages(source: Path, target: Path) -> None:
-    target.mkdir(parents=True, exist_ok=True)
-    for package in source.glob("*.deb"):
-        if not (target / package.name).exists():
-            shutil.copy2(package, target / package.name)
 
 
 def stream(command: list[str], progress: Progress) -> None:
