@@ -64,6 +64,11 @@ _SLIM = tuple(
         "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/info/*",
     )
 )  # fmt: skip
+# What decides the rootfs besides the suite, sources and packages (part of its inputs label).
+_ROOTFS_FLAGS = (
+    "--variant=minbase", "--mode=root", "--format=directory", "--dpkgopt=force-unsafe-io",
+    *_SLIM, '--aptopt=Acquire::Languages "none"', "--skip=essential/unlink",
+)  # fmt: skip
 # What `--aptopt` and `--dpkgopt` leave in the rootfs.
 _BUILD_SETTINGS = ("etc/apt/apt.conf.d/99mmdebstrap", "etc/dpkg/dpkg.cfg.d/99mmdebstrap")
 # No manual pages, translations or documentation but the copyright notices: a check never
@@ -75,6 +80,11 @@ _SLIM = tuple(
         "path-include=/usr/share/locale/locale.alias", "path-exclude=/usr/share/doc/*",
         "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/info/*",
     )
+)  # fmt: skip
+# What decides the rootfs besides the suite, sources and packages (part of its inputs label).
+_ROOTFS_FLAGS = (
+    "--variant=minbase", "--mode=root", "--format=directory", "--dpkgopt=force-unsafe-io",
+    *_SLIM, '--aptopt=Acquire::Languages "none"', "--skip=essential/unlink",
 )  # fmt: skip
 # What `--aptopt` and `--dpkgopt` leave in the rootfs.
 _BUILD_SETTINGS = ("etc/apt/apt.conf.d/99mmdebstrap", "etc/dpkg/dpkg.cfg.d/99mmdebstrap")
@@ -274,7 +284,9 @@ def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
 def default_image_inputs() -> str:
     """What decides the default image: the suite, its apt sources, packages and settings."""
     sources = HOST_DEBIAN_SOURCES.read_bytes() if HOST_DEBIAN_SOURCES.is_file() else b""
-    return inputs_digest(host_suite(), sources, *DEFAULT_PACKAGES, *_DEFAULT_CHANGES)
+    return inputs_digest(
+        host_suite(), sources, *DEFAULT_PACKAGES, *_ROOTFS_FLAGS, *_DEFAULT_CHANGES
+    )
 
 
 def build_default_image(
@@ -329,10 +341,7 @@ def _mmdebstrap_command(rootfs: Path, cache_dir: Path) -> list[str]:
     for directory in (archives, lists):
         directory.mkdir(parents=True, exist_ok=True)
     return [
-        "mmdebstrap", "--variant=minbase", "--mode=root", "--format=directory",
-        f"--include={','.join(DEFAULT_PACKAGES)}",
-        "--dpkgopt=force-unsafe-io", *_SLIM, "--aptopt=Acquire::Languages \"none\"",
-        "--skip=essential/unlink",
+        "mmdebstrap", *_ROOTFS_FLAGS, f"--include={','.join(DEFAULT_PACKAGES)}",
         '--setup-hook=mkdir -p "$1"/var/cache/apt/archives "$1"/var/lib/apt/lists',
         f"--setup-hook=sync-in {archives} /var/cache/apt/archives/",
         f"--setup-hook=sync-in {lists} /var/lib/apt/lists/",
