@@ -69,7 +69,7 @@ def test_full_check_overhead_against_a_bare_podman_run(tmp_path: Path) -> None:
     ours = _median_seconds(lambda: _full_check(port, reference, checkout))
     ratio = ours / bare_seconds
     print(
-        f"\n[bench] full check (copy, create, start, poll, collect, confirmed destroy): "
+        f"\n[bench] full check (podman run --rm, wait, collect, confirmed cleanup): "
         f"{ours * 1000:.0f} ms; bare podman run --rm true {bare_seconds * 1000:.0f} ms; "
         f"ratio {ratio:.2f}x (target <= {TARGET_RATIO}x)"
     )
