@@ -71,23 +71,6 @@ _ROOTFS_FLAGS = (
 )  # fmt: skip
 # What `--aptopt` and `--dpkgopt` leave in the rootfs.
 _BUILD_SETTINGS = ("etc/apt/apt.conf.d/99mmdebstrap", "etc/dpkg/dpkg.cfg.d/99mmdebstrap")
-# No manual pages, translations or documentation but the copyright notices: a check never
-# reads them, and they are a sixth of the rootfs' bytes and files.
-_SLIM = tuple(
-    f"--dpkgopt={rule}"
-    for rule in (
-        "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/locale/*",
-        "path-include=/usr/share/locale/locale.alias", "path-exclude=/usr/share/doc/*",
-        "path-include=/usr/share/doc/*/copyright", "path-exclude=/usr/share/info/*",
-    )
-)  # fmt: skip
-# What decides the rootfs besides the suite, sources and packages (part of its inputs label).
-_ROOTFS_FLAGS = (
-    "--variant=minbase", "--mode=root", "--format=directory", "--dpkgopt=force-unsafe-io",
-    *_SLIM, '--aptopt=Acquire::Languages "none"', "--skip=essential/unlink",
-)  # fmt: skip
-# What `--aptopt` and `--dpkgopt` leave in the rootfs.
-_BUILD_SETTINGS = ("etc/apt/apt.conf.d/99mmdebstrap", "etc/dpkg/dpkg.cfg.d/99mmdebstrap")
 _PASSWD = f"root:x:0:0:root:/root:/bin/sh\ncheck:x:{CHECK_UID}:{CHECK_UID}:check:/tmp:/bin/sh\n"
 _GROUP = f"root:x:0:\ncheck:x:{CHECK_UID}:\n"
 _COMMON_CHANGES = (
