@@ -23,6 +23,7 @@ from tests.support.live import Lane, Project, Server, new_lane
 
 ALREADY_RUNNING = {"error": "A promote of this review is already running."}
 WAITING, RELEASE = ".waiting", ".release"
+RELEASE_ATTEMPTS = 10
 # The full check marks its workspace, then waits until the test releases it.
 GATED = checks_files(
     f"touch /workspace/{WAITING}; while [ ! -e /workspace/{RELEASE} ]; do sleep 0.1; done"
@@ -37,16 +38,29 @@ class Gate:
         self._released: set[Path] = set()
 
     def release(self, marker: Path | None = None) -> None:
-        """Let the given waiting check (or the next one seen waiting) finish."""
-        marker = marker or self.waiting()
-        container = marker.parents[2].name  # runs/<container>/workspace/upper/<marker>
-        subprocess.run(
-            ["podman", "exec", container, "touch", f"/workspace/{RELEASE}"],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        self._released.add(marker)
+        """Let the given waiting check (or the next one seen waiting) finish. `podman exec`
+        is tried again while the container runs (a loaded host can refuse one); a marker
+        whose container has already ended stays until the runner removes its run directory,
+        so the next waiting one is taken."""
+        failure = ""
+        for _ in range(RELEASE_ATTEMPTS):
+            found = marker or self.waiting()
+            container = found.parents[2].name  # runs/<container>/workspace/upper/<marker>
+            released = subprocess.run(
+                ["podman", "exec", container, "touch", f"/workspace/{RELEASE}"],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            if released.returncode == 0:
+                self._released.add(found)
+                return
+            failure = f"{container}: exit {released.returncode}, {released.stderr.decode()}"
+            if not _running(container):
+                assert marker is None, failure
+                self._released.add(found)
+            time.sleep(POLL_SECONDS)
+        raise AssertionError(f"no waiting check could be released: {failure}")
 
     def waiting(self) -> Path:
         """The marker of a blocked check not yet released, once there is one."""
@@ -57,6 +71,16 @@ class Gate:
                 return found.pop()
             time.sleep(POLL_SECONDS)
         raise AssertionError(f"no full check is waiting under {self._runs}")
+
+
+def _running(container: str) -> bool:
+    listed = subprocess.run(
+        ["podman", "ps", "--quiet", "--filter", f"name=^{container}$"],
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    return listed.stdout.strip() != ""
 
 
 def _path(project: Project, review_id: str) -> str:
