@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from forkhorse.domain.limits import KIB, LOCAL_LOG, MIB, LocalLogLimits
 from tests.support.serve import ServeProcess, free_port
 
 UNKNOWN_TOKEN = "fh_" + "s3cret" * 7
+ACCESS_LINE_WAIT_SECONDS = 10
 
 
 def test_a_request_prints_one_access_line_without_its_token(tmp_path: Path) -> None:
@@ -29,6 +31,10 @@ def test_a_request_prints_one_access_line_without_its_token(tmp_path: Path) -> N
             timeout=30,
         )
         assert response.status_code == 401
+        # The line is printed once the response is sent: a loaded host may answer first.
+        deadline = time.monotonic() + ACCESS_LINE_WAIT_SECONDS
+        while "GET /projects" not in process.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         process.stop()
 
