@@ -23,7 +23,7 @@ from forkhorse.domain.git_access import GitPrincipal, RepoFacts, mint_canonical_
 from moto import mock_aws
 from waitress.server import create_server
 
-from tests.support.aws import create_table_from_template
+from tests.support.aws import create_table_from_template, make_moto_dynamodb_atomic
 
 PROJECT = "proj"
 BUCKET = "forkhorse-git"
@@ -102,7 +102,8 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def s3_host(aws_env: None) -> Iterator[S3GitHost]:
+def s3_host(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3GitHost]:
+    make_moto_dynamodb_atomic(monkeypatch)  # refs are conditional writes: atomic, as on AWS
     with mock_aws():
         # SigV4 presigning, as the Lambda wiring must configure: the URL carries its 180 s.
         s3 = boto3.client("s3", region_name="us-east-1", config=Config(signature_version="s3v4"))

@@ -1,7 +1,5 @@
 """One Store conformance suite, run against SQLite and against moto's DynamoDB."""
 
-import functools
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,41 +10,14 @@ from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.ports.store import Store
 from moto import mock_aws
-from moto.dynamodb.models import DynamoDBBackend
 
-from tests.support.aws import create_table_from_template
+from tests.support.aws import create_table_from_template, make_moto_dynamodb_atomic
 from tests.support.store import Tamper
-
-_ATOMIC_OPERATIONS = (
-    "put_item",
-    "update_item",
-    "delete_item",
-    "transact_write_items",
-    "batch_write_item",
-    "get_item",
-    "query",
-)
 
 
 @pytest.fixture
 def atomic_moto(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make moto apply each request atomically, as DynamoDB does.
-
-    moto evaluates a condition and applies its write without a lock, so two threads
-    can both pass the same condition; DynamoDB cannot. Serializing moto's requests
-    keeps the race tests about our conditions: a read-check-write done in Python
-    would still race under this lock.
-    """
-    lock = threading.RLock()
-    for name in _ATOMIC_OPERATIONS:
-        original = getattr(DynamoDBBackend, name)
-
-        @functools.wraps(original)
-        def serialized(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            with lock:
-                return __original(*args, **kwargs)
-
-        monkeypatch.setattr(DynamoDBBackend, name, serialized)
+    make_moto_dynamodb_atomic(monkeypatch)
 
 
 @pytest.fixture
