@@ -403,11 +403,11 @@ class PodmanContainerPort:
         self._attempts.mark_destroyed(handle)
         with self._lock:
             run = self._live.pop(handle.container_id, None)
-        if run is None or run.process.poll() is None or not self._gone(handle.container_id):
+        if run is None or not run.ended.is_set() or not self._gone(handle.container_id):
             self._remove(handle.container_id)
-        if run is not None and run.process.poll() is None:
+        if run is not None and not run.ended.is_set():
             run.process.kill()
-            run.process.wait()
+            run.ended.wait()  # the reaper reaps it: no second waitpid on a reused pid
         self._remove_run_dir(container_name(handle.execution, handle.check))
 
     def _remove(self, container_id: str) -> None:
