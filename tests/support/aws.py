@@ -1,16 +1,12 @@
 """AWS test helpers: moto tables built from template.yaml, so tests and template cannot drift."""
 
-import functools
 import importlib.util
 import itertools
-import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
 import yaml
-from moto.dynamodb.models import DynamoDBBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -72,34 +68,3 @@ def load_function(directory: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-_ATOMIC_OPERATIONS = (
-    "put_item",
-    "update_item",
-    "delete_item",
-    "transact_write_items",
-    "batch_write_item",
-    "get_item",
-    "query",
-)
-
-
-def make_moto_dynamodb_atomic(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make moto apply each request atomically, as DynamoDB does.
-
-    moto evaluates a condition and applies its write without a lock, so two threads
-    can both pass the same condition; DynamoDB cannot. Serializing moto's requests
-    keeps the race tests about our conditions: a read-check-write done in Python
-    would still race under this lock.
-    """
-    lock = threading.RLock()
-    for name in _ATOMIC_OPERATIONS:
-        original = getattr(DynamoDBBackend, name)
-
-        @functools.wraps(original)
-        def serialized(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            with lock:
-                return __original(*args, **kwargs)
-
-        monkeypatch.setattr(DynamoDBBackend, name, serialized)

@@ -23,7 +23,8 @@ from forkhorse.domain.git_access import GitPrincipal, RepoFacts, mint_canonical_
 from moto import mock_aws
 from waitress.server import create_server
 
-from tests.support.aws import create_table_from_template, make_moto_dynamodb_atomic
+from tests.support.aws import create_table_from_template
+from tests.support.moto_atomic import make_moto_dynamodb_atomic
 
 PROJECT = "proj"
 BUCKET = "forkhorse-git"

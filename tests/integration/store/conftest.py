@@ -11,7 +11,8 @@ from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.ports.store import Store
 from moto import mock_aws
 
-from tests.support.aws import create_table_from_template, make_moto_dynamodb_atomic
+from tests.support.aws import create_table_from_template
+from tests.support.moto_atomic import make_moto_dynamodb_atomic
 from tests.support.store import Tamper
 
 
