@@ -6,7 +6,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from forkhorse.domain.canonical import canonical_bytes, digest_of
 from forkhorse.domain.logs import bound_log
-from forkhorse.domain.model import Fork, Packet, Principal, Project, ProjectSettings, Review
+from forkhorse.domain.model import (
+    Fork,
+    LedgerEntry,
+    Packet,
+    Principal,
+    Project,
+    ProjectSettings,
+    Promotion,
+    Review,
+)
 from forkhorse.domain.receipts import (
     CheckRecord,
     ReceiptRecord,
@@ -134,3 +143,36 @@ def crash_before_manifest(store: Store, rec: ReceiptRecord, now: datetime) -> st
         with pytest.raises(RuntimeError, match="power cut"):
             put_record(store, rec, now)
     return record_digest(rec)
+
+
+def promote_done(
+    store: Store, project_id: str, review_id: str, promotion_id: str, commit: str, at: datetime
+) -> LedgerEntry:
+    """A promotion of `review_id` requested, begun under the lease and settled done, as the
+    promote workflow leaves it; returns the ledger entry it wrote."""
+    token = store.acquire_lease(project_id, "seed", timedelta(minutes=1), at)
+    assert token is not None
+    queued = Promotion(
+        id=promotion_id,
+        project_id=project_id,
+        review_id=review_id,
+        commit=commit,
+        state="queued",
+        mode="required",
+        started_at=at,
+        deadline=at + timedelta(minutes=16),
+    )
+    assert store.request_promotion(queued, at)
+    assert store.begin_promotion(queued.model_copy(update={"state": "pending"}), token, at)
+    entry = LedgerEntry(
+        project_id=project_id,
+        promotion_id=promotion_id,
+        review_id=review_id,
+        commit=commit,
+        previous_head=None,
+        digest="d" * 64,
+        promoted_at=at,
+    )
+    assert store.settle_promotion(project_id, promotion_id, "done", entry, at)
+    assert store.release_lease(project_id, "seed", token)
+    return entry

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from forkhorse.domain.limits import REVIEW_PAGE
-from forkhorse.service.listings import BAD_CURSOR, BAD_LIMIT, review_cursor
+from forkhorse.domain.limits import PAGE
+from forkhorse.service.listings import BAD_CURSOR, BAD_LIMIT, page_cursor
 from forkhorse.wiring.local import LocalApp
 
 from tests.support.api_world import ApiWorld, local_api_world
@@ -46,7 +46,7 @@ def test_state_shows_each_packets_newest_review_and_pages_hold_them_all(world: A
     assert _state_ids(world) == [work[-1], more[-1]]
     everything = list(reversed(work + more))
     assert _walk(world, 3) == everything
-    assert _walk(world, REVIEW_PAGE.max_size) == everything
+    assert _walk(world, PAGE.max_size) == everything
 
 
 def test_a_review_outside_state_is_readable_by_id_as_state_would_show_it(
@@ -93,11 +93,11 @@ def test_an_agent_sees_in_pages_what_it_sees_in_state(world: ApiWorld) -> None:
     ("query", "error"),
     [
         ("cursor=not-a-cursor", BAD_CURSOR),
-        ("cursor=" + "A" * (REVIEW_PAGE.cursor_chars + 1), BAD_CURSOR),
-        (f"cursor={review_cursor('no-such-review')}", BAD_CURSOR),
+        ("cursor=" + "A" * (PAGE.cursor_chars + 1), BAD_CURSOR),
+        (f"cursor={page_cursor('no-such-review')}", BAD_CURSOR),
         ("cursor=", BAD_CURSOR),
         ("limit=0", BAD_LIMIT),
-        (f"limit={REVIEW_PAGE.max_size + 1}", BAD_LIMIT),
+        (f"limit={PAGE.max_size + 1}", BAD_LIMIT),
     ],
 )
 def test_a_bad_cursor_or_page_size_is_a_400(world: ApiWorld, query: str, error: str) -> None:
@@ -124,12 +124,12 @@ def test_a_cursor_from_another_project_is_a_400(world: ApiWorld) -> None:
 
 
 def test_a_page_never_holds_more_than_the_largest_size(world: ApiWorld) -> None:
-    world.seed_reviews(REVIEW_PAGE.max_size + 5)
-    page = _page(world, f"/projects/{world.ids['project']}/reviews?limit={REVIEW_PAGE.max_size}")
-    assert len(page["reviews"]) == REVIEW_PAGE.max_size
+    world.seed_reviews(PAGE.max_size + 5)
+    page = _page(world, f"/projects/{world.ids['project']}/reviews?limit={PAGE.max_size}")
+    assert len(page["reviews"]) == PAGE.max_size
     assert page["next"] is not None
     default = _page(world, f"/projects/{world.ids['project']}/reviews")
-    assert len(default["reviews"]) == REVIEW_PAGE.default_size
+    assert len(default["reviews"]) == PAGE.default_size
 
 
 def _page(world: ApiWorld, path: str) -> Any:

@@ -106,6 +106,12 @@ def project_state() -> Links:
         **_packet_links("$response.body#/packets/0/id"),
         **_review_links("$response.body#/reviews/0/id", "$response.body#/reviews/0/commit"),
         "ListReviews": link("get", f"{PROJECT}/reviews", project_id=_SAME_PROJECT),
+        "OlderLedger": link(
+            "get",
+            f"{PROJECT}/ledger",
+            project_id=_SAME_PROJECT,
+            cursor="$response.body#/ledgerNext",
+        ),
     }
 
 
@@ -116,6 +122,15 @@ def review_page() -> Links:
             "get", f"{PROJECT}/reviews", project_id=_SAME_PROJECT, cursor="$response.body#/next"
         ),
         **_review_links("$response.body#/reviews/0/id", "$response.body#/reviews/0/commit"),
+    }
+
+
+def ledger_page() -> Links:
+    """A page of the ledger leads to the next page (its cursor)."""
+    return {
+        "NextPage": link(
+            "get", f"{PROJECT}/ledger", project_id=_SAME_PROJECT, cursor="$response.body#/next"
+        ),
     }
 
 

@@ -39,6 +39,11 @@ def _promotion(status: int, payload: Any) -> PromoteAnswer:
     return responses.Promoted.model_validate(payload)
 
 
+def _paged(path: str, cursor: str | None, limit: int | None) -> str:
+    query = urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
+    return path + (f"?{query}" if query else "")
+
+
 def _body(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
@@ -211,9 +216,16 @@ class ForkhorseClient:
         self, project: str, cursor: str | None = None, limit: int | None = None
     ) -> responses.ReviewPage:
         """One page of every review, newest first; its `next` cursor continues it."""
-        query = urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
-        path = f"/projects/{project}/reviews" + (f"?{query}" if query else "")
+        path = _paged(f"/projects/{project}/reviews", cursor, limit)
         return self._get(responses.ReviewPage, "GET", path)
+
+    def list_ledger(
+        self, project: str, cursor: str | None = None, limit: int | None = None
+    ) -> responses.LedgerPage:
+        """One page of the whole ledger, newest first (`/state` shows the newest entries,
+        and `ledgerNext` continues them); its `next` cursor continues it."""
+        path = _paged(f"/projects/{project}/ledger", cursor, limit)
+        return self._get(responses.LedgerPage, "GET", path)
 
     # --- attestations (`forkhorse verify` checks them offline) -----------------------------
     def review_attestation(self, project: str, review: str) -> responses.DsseEnvelope:

@@ -32,15 +32,17 @@ class ApiInputLimits:
     json_number_chars: int = 100  # one number literal, sign and exponent included
 
 
-# --- Paginated review listings -----------------------------------------------------------
+# --- Paginated listings: reviews and the ledger ------------------------------------------
 @dataclass(frozen=True)
-class ReviewPageLimits:
-    """One page of `GET /projects/{id}/reviews` (`service/projects.py`): what one request
-    can make the store read, whatever the project's history."""
+class PageLimits:
+    """One page of `GET /projects/{id}/reviews` or `GET /projects/{id}/ledger`
+    (`service/listings.py`): what one request can make the store read, whatever the
+    project's history."""
 
     default_size: int = 50
     max_size: int = 100  # 400 past it
     cursor_chars: int = 512  # a longer cursor is a 400 before anything is decoded
+    state_ledger: int = 50  # `/state` shows the newest entries; `ledgerNext` pages on
 
 
 # --- Flow-Next receipts attached to a review ----------------------------------------------
@@ -202,7 +204,7 @@ RECEIPT_RUN_TIMEOUT_SECONDS = 7200
 
 API_INPUT = ApiInputLimits()
 REVIEW_RECEIPTS = ReviewReceiptLimits()
-REVIEW_PAGE = ReviewPageLimits()
+PAGE = PageLimits()
 FLOW_PRODUCER = FlowProducerLimits()
 GIT = GitLimits()
 SNAPSHOT = SnapshotLimits()

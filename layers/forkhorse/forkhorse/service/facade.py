@@ -12,7 +12,7 @@ from forkhorse.service.attestations import Attestations
 from forkhorse.service.context import Context, ServiceSettings
 from forkhorse.service.identity import Caller, token_hash
 from forkhorse.service.inspection import Inspection
-from forkhorse.service.listings import ReviewListings
+from forkhorse.service.listings import Listings
 from forkhorse.service.projects import Projects
 from forkhorse.service.promotions import Promotions
 from forkhorse.service.reviews import Reviews
@@ -36,7 +36,7 @@ class Service:
         )
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)
-        self.listings = ReviewListings(self.context)
+        self.listings = Listings(self.context)
         self.approvals = Approvals(self.context)
         self.promotions = Promotions(self.context)
         self.attestations = Attestations(self.context)

@@ -107,8 +107,7 @@ class Inspection:
 
     def _promote_history(self, review: Review) -> PromoteHistory | None:
         """The review's latest promote workflow, beside its receipt run; None before any."""
-        promotions = self._c.store.list_promotions(review.project_id)
-        latest = next((p for p in reversed(promotions) if p.review_id == review.id), None)
+        latest = self._c.store.latest_promotion(review.project_id, review.id)
         if latest is None:
             return None
         orchestrator = self._c.orchestrator

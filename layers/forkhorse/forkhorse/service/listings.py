@@ -1,29 +1,32 @@
-"""The reviews a caller may see: the active ones `/state` shows, the project's history one
-page at a time behind an opaque cursor, and one review by its id.
+"""What a caller may list: the active reviews `/state` shows, the project's reviews and
+its ledger one page at a time behind an opaque cursor, and one review by its id.
 
 A review is *active* while it is the newest review of its packet from its fork; a newer
 review of the same packet from the same fork replaces it (the older one's commit is no
-longer that fork's work on the packet). `/state` shows every active review, complete;
-`GET /projects/{id}/reviews` pages through all of them, newest first. So `/state` costs
-what it shows (at most one review per fork and packet), not the project's history.
+longer that fork's work on the packet). `/state` shows every active review, complete, and
+the newest ledger entries; `GET /projects/{id}/reviews` and `GET /projects/{id}/ledger`
+page through all of them, newest first. A review's promotion and visibility are read for
+that review alone. So `/state` and every page cost what they show, not the project's
+history.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable
+from collections.abc import Callable
 
-from forkhorse.domain.limits import REVIEW_PAGE
-from forkhorse.domain.model import LedgerEntry, Project, Promotion, Review
+from forkhorse.domain.limits import PAGE
+from forkhorse.domain.model import LedgerEntry, Review
+from forkhorse.ports.store import PromotionStore
 from forkhorse.service.context import Context
 from forkhorse.service.errors import REVIEW_NOT_FOUND, BadRequest, NotFound
 from forkhorse.service.identity import Caller
-from forkhorse.service.responses import ReviewBody, ReviewPage, ReviewView
-from forkhorse.service.views import done_promotions, review_view
+from forkhorse.service.responses import LedgerPage, LedgerView, ReviewBody, ReviewPage, ReviewView
+from forkhorse.service.views import done_promotion, ledger_view, review_view
 
 BAD_CURSOR = "The cursor is not one this API issued for this project."
-BAD_LIMIT = f"The page size must be 1 to {REVIEW_PAGE.max_size}."
+BAD_LIMIT = f"The page size must be 1 to {PAGE.max_size}."
 _CURSOR_PREFIX = "before:"
 
 
@@ -34,48 +37,78 @@ def may_see_review(caller: Caller, review: Review, published: set[str]) -> bool:
 
 
 def review_views(
-    caller: Caller,
-    reviews: Iterable[Review],
-    ledger: list[LedgerEntry],
-    promotions: Iterable[Promotion],
+    caller: Caller, promotions: PromotionStore, project_id: str, reviews: list[Review]
 ) -> list[ReviewView]:
     """The reviews the caller may see, in wire form, each with its latest done promotion."""
-    promoted = done_promotions(promotions, ledger)
-    published = {entry.commit for entry in ledger}
+    others = {r.commit for r in reviews if not caller.is_owner and r.agent_id != caller.id}
+    published = promotions.published_commits(project_id, others) if others else set()
+    shown = [review for review in reviews if may_see_review(caller, review, published)]
+    promoted = promotions.done_promotions(project_id, [review.id for review in shown])
     return [
-        review_view(review, promoted.get(review.id))
-        for review in reviews
-        if may_see_review(caller, review, published)
+        review_view(review, None if done is None else done_promotion(*done))
+        for review in shown
+        for done in [promoted.get(review.id)]
     ]
 
 
-def review_cursor(review_id: str) -> str:
-    """Opaque to clients: the page continues after (older than) this review."""
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{review_id}".encode()).decode().rstrip("=")
+def newest_ledger(
+    promotions: PromotionStore, project_id: str
+) -> tuple[list[LedgerView], str | None]:
+    """`/state`'s ledger: the newest entries, oldest first, and the cursor of the older."""
+    found = promotions.ledger_page(project_id, None, PAGE.state_ledger + 1)
+    shown, more = _paged(found, PAGE.state_ledger, _entry_id)
+    return [ledger_view(entry) for entry in reversed(shown)], more
 
 
-def review_before(cursor: str) -> str:
-    """The review a cursor continues after; a 400 for anything this API did not issue."""
-    if len(cursor) > REVIEW_PAGE.cursor_chars:
+def page_cursor(item_id: str) -> str:
+    """Opaque to clients: the page continues after (older than) this review or entry."""
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{item_id}".encode()).decode().rstrip("=")
+
+
+def cursor_item(cursor: str) -> str:
+    """The review or entry a cursor continues after; a 400 for anything this API did not
+    issue."""
+    if len(cursor) > PAGE.cursor_chars:
         raise BadRequest(BAD_CURSOR)
     try:
         decoded = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise BadRequest(BAD_CURSOR) from None
-    review_id = decoded.removeprefix(_CURSOR_PREFIX)
-    if review_id == decoded or not review_id:
+    item_id = decoded.removeprefix(_CURSOR_PREFIX)
+    if item_id == decoded or not item_id:
         raise BadRequest(BAD_CURSOR)
-    return review_id
+    return item_id
 
 
-class ReviewListings:
+def _page_size(limit: int | None) -> int:
+    size = PAGE.default_size if limit is None else limit
+    if not 1 <= size <= PAGE.max_size:
+        raise BadRequest(BAD_LIMIT)
+    return size
+
+
+def _paged[T](
+    found: list[T] | None, size: int, key: Callable[[T], str]
+) -> tuple[list[T], str | None]:
+    """A page read one longer than it shows (so the extra one tells whether another page
+    follows), and the next page's cursor; None from the store is a cursor it did not know."""
+    if found is None:
+        raise BadRequest(BAD_CURSOR)
+    shown = found[:size]
+    return shown, page_cursor(key(shown[-1])) if len(found) > size else None
+
+
+def _entry_id(entry: LedgerEntry) -> str:
+    return entry.promotion_id
+
+
+def _review_id(review: Review) -> str:
+    return review.id
+
+
+class Listings:
     def __init__(self, context: Context) -> None:
         self._c = context
-
-    def _views(self, caller: Caller, project: Project, reviews: list[Review]) -> list[ReviewView]:
-        store = self._c.store
-        ledger = store.ledger(project.id)
-        return review_views(caller, reviews, ledger, store.list_promotions(project.id))
 
     def page(
         self, caller: Caller, project_id: str, cursor: str | None, limit: int | None
@@ -84,26 +117,29 @@ class ReviewListings:
         `limit` reviews (an agent does not see others' unpublished ones) while `next` still
         leads on; the listing ends where `next` is null."""
         project = self._c.visible_project(caller, project_id, "list reviews")
-        size = REVIEW_PAGE.default_size if limit is None else limit
-        if not 1 <= size <= REVIEW_PAGE.max_size:
-            raise BadRequest(BAD_LIMIT)
-        before = None if cursor is None else review_before(cursor)
-        # One more than the page shows tells whether another page follows.
+        size = _page_size(limit)
+        before = None if cursor is None else cursor_item(cursor)
         found = self._c.store.list_reviews_page(project.id, before, size + 1)
-        if found is None:
-            raise BadRequest(BAD_CURSOR)
-        shown = found[:size]
-        more = len(found) > size
-        return ReviewPage(
-            reviews=self._views(caller, project, shown),
-            next=review_cursor(shown[-1].id) if more else None,
-        )
+        shown, more = _paged(found, size, _review_id)
+        return ReviewPage(reviews=review_views(caller, self._c.store, project.id, shown), next=more)
+
+    def ledger(
+        self, caller: Caller, project_id: str, cursor: str | None, limit: int | None
+    ) -> LedgerPage:
+        """One page of the project's ledger, newest first; the listing ends where `next` is
+        null. Whoever may read `/state` may read the whole ledger."""
+        project = self._c.visible_project(caller, project_id, "read the ledger")
+        size = _page_size(limit)
+        before = None if cursor is None else cursor_item(cursor)
+        found = self._c.store.ledger_page(project.id, before, size + 1)
+        shown, more = _paged(found, size, _entry_id)
+        return LedgerPage(ledger=[ledger_view(entry) for entry in shown], next=more)
 
     def review(self, caller: Caller, project_id: str, review_id: str) -> ReviewBody:
         """One review, as `/state` or a page shows it; 404 for one the caller may not see."""
         project = self._c.visible_project(caller, project_id, "read reviews")
         review = self._c.project_review(project, review_id)
-        views = self._views(caller, project, [review])
+        views = review_views(caller, self._c.store, project.id, [review])
         if not views:
             raise NotFound(REVIEW_NOT_FOUND)
         return ReviewBody(review=views[0])

@@ -16,7 +16,7 @@ from forkhorse.domain.model import (
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
 from forkhorse.service.identity import Caller, new_id, new_token, token_hash
-from forkhorse.service.listings import review_views
+from forkhorse.service.listings import newest_ledger, review_views
 from forkhorse.service.responses import (
     ClaimBody,
     CreatedAgent,
@@ -38,7 +38,6 @@ from forkhorse.service.views import (
     agent_view,
     claim_view,
     fork_view,
-    ledger_view,
     packet_state,
     packet_view,
     project_view,
@@ -123,12 +122,13 @@ class Projects:
 
     def state(self, caller: Caller, project_id: str) -> ProjectState:
         """The project as the caller may see it: an agent sees canonical, its own forks and
-        the reviews `listings.may_see_review` allows. Only the active reviews are listed
-        (`service.listings` says which); the rest are a page away at `GET .../reviews`."""
+        the reviews `listings.may_see_review` allows. Only the active reviews and the newest
+        ledger entries are listed (`service.listings` says which); the rest are a page away
+        at `GET .../reviews` and `GET .../ledger`."""
         project = self._c.visible_project(caller, project_id, "read project state")
         store, base = self._c.store, self._c.settings.public_url
         repos = self._c.repos(project.id)
-        ledger = store.ledger(project.id)
+        ledger, ledger_next = newest_ledger(store, project.id)
         now = self._c.clock.now()
         return ProjectState(
             project=self._project_view(project),
@@ -141,13 +141,9 @@ class Projects:
                 packet_state(packet, store.live_claim(packet.id, now))
                 for packet in store.list_packets(project.id)
             ],
-            reviews=review_views(
-                caller,
-                store.list_active_reviews(project.id),
-                ledger,
-                store.list_promotions(project.id),
-            ),
-            ledger=[ledger_view(entry) for entry in ledger],
+            reviews=review_views(caller, store, project.id, store.list_active_reviews(project.id)),
+            ledger=ledger,
+            ledger_next=ledger_next,
         )
 
     # --- members, forks, packets, claims --------------------------------------------

@@ -98,17 +98,13 @@ class Promotions:
         """What the promote request would have answered: 202 while it runs, then its result."""
         project = self._c.owned_project(caller, project_id, "read promotions")
         review = self._c.project_review(project, review_id)
-        latest = self._latest(review)
+        latest = self._c.store.latest_promotion(review.project_id, review.id)
         if latest is None:
             raise NotFound(NO_PROMOTION)
         return self._answer(latest)
 
     def _wait(self, wait_seconds: float | None) -> float:
         return self._c.settings.promote_wait_seconds if wait_seconds is None else wait_seconds
-
-    def _latest(self, review: Review) -> Promotion | None:
-        promotions = self._c.store.list_promotions(review.project_id)
-        return next((p for p in reversed(promotions) if p.review_id == review.id), None)
 
     def _await(self, promotion: Promotion, wait_seconds: float) -> PromoteAnswer:
         """Reread the job's promotion until it settles or `wait_seconds` pass."""
@@ -124,11 +120,8 @@ class Promotions:
         if promotion.job_is_live(self._c.clock.now()):
             return PromoteAnswer(202, PromotionPending(promotion=pending_promotion(promotion)))
         if promotion.state == "done":
-            entry = next(
-                e
-                for e in self._c.store.ledger(promotion.project_id)
-                if e.promotion_id == promotion.id
-            )
+            entry = self._c.store.ledger_entry(promotion.project_id, promotion.id)
+            assert entry is not None, "a done promotion wrote its entry in the same transaction"
             return PromoteAnswer(200, Promoted(promotion=done_promotion(promotion, entry)))
         if promotion.state == "failed":
             refusal = promotion.refusal or Refusal(status=409, error=PROMOTE_FAILED)

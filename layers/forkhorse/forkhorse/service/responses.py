@@ -218,15 +218,26 @@ class LedgerView(_Response):
     accepted_checks_change: list[CheckChange]
 
 
+class LedgerPage(_Response):
+    """One page of a project's ledger, newest first. `next` is the cursor of the following
+    page (pass it as `?cursor=`), or null on the last page."""
+
+    ledger: list[LedgerView]
+    next: str | None
+
+
 class ProjectState(_Response):
     """The project as the caller may see it. `reviews` holds the active reviews (each fork
-    and packet's newest); `GET /projects/{id}/reviews` pages through all of them."""
+    and packet's newest); `GET /projects/{id}/reviews` pages through all of them. `ledger`
+    holds the newest entries, oldest first; `ledgerNext`, when not null, is the cursor of
+    the older ones at `GET /projects/{id}/ledger`."""
 
     project: ProjectView
     forks: list[ForkView]
     packets: list[PacketState]
     reviews: list[ReviewView]
     ledger: list[LedgerView]
+    ledger_next: str | None = None  # absent from servers before the ledger was paged
 
 
 class ReceiptBody(_Response):

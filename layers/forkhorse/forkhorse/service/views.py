@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from forkhorse.domain.model import (
     Approval,
     Claim,
@@ -136,16 +134,3 @@ def ledger_view(entry: LedgerEntry) -> LedgerView:
         promoted_at=format_timestamp(entry.promoted_at),
         accepted_checks_change=list(entry.accepted_checks_change),
     )
-
-
-def done_promotions(
-    promotions: Iterable[Promotion], ledger: Iterable[LedgerEntry]
-) -> dict[str, DonePromotion]:
-    """Each review's latest done promotion, in wire form."""
-    by_id = {promotion.id: promotion for promotion in promotions}
-    latest: dict[str, DonePromotion] = {}
-    for entry in ledger:
-        promotion = by_id.get(entry.promotion_id)
-        if promotion is not None:
-            latest[entry.review_id] = done_promotion(promotion, entry)
-    return latest

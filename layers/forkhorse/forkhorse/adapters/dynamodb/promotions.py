@@ -1,5 +1,6 @@
 """Promotions, their fence and the ledger in DynamoDB, guarded by the workflow lease."""
 
+from collections.abc import Collection
 from datetime import datetime
 
 from forkhorse.adapters.dynamodb.leases import lease_key
@@ -33,6 +34,18 @@ def _promotion_job_key(review_id: str) -> Item:
     return item_key(f"REVIEW#{review_id}", "PROMOTION-JOB")
 
 
+def _promoted_key(review_id: str) -> Item:
+    return item_key(f"REVIEW#{review_id}", "PROMOTED")
+
+
+def _published_key(project_id: str, commit: str) -> Item:
+    return item_key(f"PROJECT#{project_id}", f"PUBLISHED#{commit}")
+
+
+def _ledger_sk(entry: LedgerEntry) -> str:
+    return f"LEDGER#{to_micros(entry.promoted_at):020d}#{entry.promotion_id}"
+
+
 class DynamoDbPromotions(DynamoDbTable):
     def _promotion_key(self, project_id: str, promotion_id: str) -> Item:
         return item_key(f"PROJECT#{project_id}", f"PROMOTION#{promotion_id}")
@@ -51,7 +64,9 @@ class DynamoDbPromotions(DynamoDbTable):
             }
         }
 
-    def _promotion_put(self, promotion: Promotion, condition: str, values: Item) -> Item:
+    def _promotion_put(
+        self, promotion: Promotion, condition: str, values: Item, extra: Item | None = None
+    ) -> Item:
         return {
             "Put": {
                 "TableName": self._table,
@@ -59,6 +74,7 @@ class DynamoDbPromotions(DynamoDbTable):
                     **self._promotion_key(promotion.project_id, promotion.id),
                     "state": str_attr(promotion.state),
                     "data": json_attr(promotion),
+                    **(extra or {}),
                 },
                 "ConditionExpression": condition,
                 # DynamoDB refuses names and values the condition does not use.
@@ -150,11 +166,12 @@ class DynamoDbPromotions(DynamoDbTable):
         promotion = self.get_promotion(project_id, promotion_id)
         if promotion is None or not may_settle(promotion, state):
             return False
+        outcome = settled(promotion, state, now, refusal)
+        # A done promotion keeps its entry, so reading one never pages through the ledger.
+        entry = None if ledger_entry is None else {"ledger": json_attr(ledger_entry)}
         operations: list[Item] = [
             self._promotion_put(
-                settled(promotion, state, now, refusal),
-                "#state = :from",
-                {":from": str_attr(promotion.state)},
+                outcome, "#state = :from", {":from": str_attr(promotion.state)}, entry
             )
         ]
         if promotion.state in OPEN_PROMOTION_STATES and state != "uncertain":
@@ -169,13 +186,25 @@ class DynamoDbPromotions(DynamoDbTable):
                 }
             )
         if ledger_entry is not None:
-            sk = f"LEDGER#{to_micros(ledger_entry.promoted_at):020d}#{promotion_id}"
-            operations.append(
-                self._put_if_new(
-                    {**item_key(f"PROJECT#{project_id}", sk), "data": json_attr(ledger_entry)}
-                )
-            )
+            operations.extend(self._ledger_writes(outcome, ledger_entry))
         return self._transact(*operations)
+
+    def _ledger_writes(self, promotion: Promotion, entry: LedgerEntry) -> list[Item]:
+        """The entry, and what listings read instead of the ledger: the review's latest done
+        promotion and the commit now published."""
+        project = promotion.project_id
+        promoted = {
+            **_promoted_key(entry.review_id),
+            "promotion": json_attr(promotion),
+            "data": json_attr(entry),
+        }
+        return [
+            self._put_if_new(
+                {**item_key(f"PROJECT#{project}", _ledger_sk(entry)), "data": json_attr(entry)}
+            ),
+            {"Put": {"TableName": self._table, "Item": promoted}},
+            {"Put": {"TableName": self._table, "Item": _published_key(project, entry.commit)}},
+        ]
 
     def get_promotion(self, project_id: str, promotion_id: str) -> Promotion | None:
         data = self._data(f"PROJECT#{project_id}", f"PROMOTION#{promotion_id}")
@@ -195,3 +224,54 @@ class DynamoDbPromotions(DynamoDbTable):
     def ledger(self, project_id: str) -> list[LedgerEntry]:
         rows = self._all_data(f"PROJECT#{project_id}", "LEDGER#")
         return [LedgerEntry.model_validate_json(data) for data in rows]
+
+    def latest_promotion(self, project_id: str, review_id: str) -> Promotion | None:
+        marker = self._get(_promotion_job_key(review_id))
+        if marker is None:
+            return None
+        return self.get_promotion(project_id, marker["promotionId"]["S"])
+
+    def ledger_entry(self, project_id: str, promotion_id: str) -> LedgerEntry | None:
+        item = self._get(self._promotion_key(project_id, promotion_id))
+        if item is None or "ledger" not in item:
+            return None
+        return LedgerEntry.model_validate_json(item["ledger"]["S"])
+
+    def ledger_page(
+        self, project_id: str, before_promotion_id: str | None, limit: int
+    ) -> list[LedgerEntry] | None:
+        upper = "LEDGER$"  # just past every "LEDGER#..." key
+        if before_promotion_id is not None:
+            before = self.ledger_entry(project_id, before_promotion_id)
+            if before is None:
+                return None
+            upper = _ledger_sk(before)
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lower AND :upper",
+            ExpressionAttributeValues={
+                ":pk": str_attr(f"PROJECT#{project_id}"),
+                ":lower": str_attr("LEDGER#"),
+                ":upper": str_attr(upper),
+            },
+            ScanIndexForward=False,
+            Limit=limit + 1,  # BETWEEN includes `upper`, the entry the page starts after
+            ConsistentRead=True,
+        )
+        entries = [LedgerEntry.model_validate_json(i["data"]["S"]) for i in response["Items"]]
+        return [e for e in entries if e.promotion_id != before_promotion_id][:limit]
+
+    def done_promotions(
+        self, project_id: str, review_ids: Collection[str]
+    ) -> dict[str, tuple[Promotion, LedgerEntry]]:
+        done: dict[str, tuple[Promotion, LedgerEntry]] = {}
+        for item in self._batch_get([_promoted_key(review_id) for review_id in set(review_ids)]):
+            entry = LedgerEntry.model_validate_json(item["data"]["S"])
+            if entry.project_id == project_id:
+                promotion = Promotion.model_validate_json(item["promotion"]["S"])
+                done[entry.review_id] = (promotion, entry)
+        return done
+
+    def published_commits(self, project_id: str, commits: Collection[str]) -> set[str]:
+        keys = [_published_key(project_id, commit) for commit in set(commits)]
+        return {str(item["sk"]["S"]).removeprefix("PUBLISHED#") for item in self._batch_get(keys)}

@@ -1,7 +1,6 @@
 """Reviews (the current execution as exec* attributes) and Flow-Next receipts in DynamoDB."""
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +25,6 @@ from forkhorse.domain.model import (
 )
 from forkhorse.domain.receipts import ReceiptSummary, Trigger, interrupted_summary
 
-_BATCH_GET_LIMIT = 100
 _LATEST_RACE_RETRIES = 3
 
 
@@ -211,21 +209,11 @@ class DynamoDbReviews(DynamoDbTable):
 
     def _reviews(self, ids: list[str]) -> list[Review]:
         """The reviews named by `ids`, in that order, read in batches."""
-        found: dict[str, Review] = {}
-        for start in range(0, len(ids), _BATCH_GET_LIMIT):
-            for item in self._batch_get(
-                [_review_key(i) for i in ids[start : start + _BATCH_GET_LIMIT]]
-            ):
-                review = self._review_from(item)
-                found[review.id] = review
+        found = {
+            review.id: review
+            for review in map(self._review_from, self._batch_get([_review_key(i) for i in ids]))
+        }
         return [found[review_id] for review_id in ids if review_id in found]
-
-    def _batch_get(self, keys: list[Item]) -> Iterator[Item]:
-        request: Any = {self._table: {"Keys": keys, "ConsistentRead": True}}
-        while request:
-            response = self._client.batch_get_item(RequestItems=request)
-            yield from response.get("Responses", {}).get(self._table, [])
-            request = response.get("UnprocessedKeys") or None
 
     def start_execution(
         self,

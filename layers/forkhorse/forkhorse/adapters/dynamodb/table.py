@@ -7,13 +7,15 @@ Layout (pk / sk):
   PROJECT#<p> / MEMBER#<agent>, FORK#<id>, PACKET#<id>,
                PROMOTION#<id>, PROMOTION-FENCE, LEDGER#<promoted>#<promotion>, LEASE,
                LATEST#<fork>#<packet> (reviewId, createdUs: the active review of a packet
-               from a fork, so `/state` reads the active set without the history)
+               from a fork, so `/state` reads the active set without the history),
+               PUBLISHED#<commit> (a done promotion put it on canonical)
   REVIEWS#<p> / REVIEW#<created>#<id>  the project's review history (pointers), apart from
                                        the project's own partition
   CLAIM#<packet> / CLAIM               the packet's claim (agentId, untilUs)
   REVIEW#<id> / REVIEW                 review + current execution (exec* attributes) + approval
   REVIEW#<id> / FLOW#<digest>          an attached Flow-Next review receipt
   REVIEW#<id> / PROMOTION-JOB          the review's latest requested promotion (its id)
+  REVIEW#<id> / PROMOTED               the review's latest done promotion and its ledger entry
   RUNNING / REVIEW#<id>                set of running executions, for restart recovery
   RECORD#<digest> / CHUNK#<n>, MANIFEST   immutable record chunks, manifest written last
   RECORD#<digest> / WRITING            an unfinished put's intent (see records.py)
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 Item = dict[str, Any]
+BATCH_GET_LIMIT = 100  # keys per BatchGetItem request
 _CONDITION_FAILURES = frozenset({"ConditionalCheckFailedException", "TransactionCanceledException"})
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -88,6 +91,16 @@ class DynamoDbTable:
         )
         for page in pages:
             yield from page.get("Items", [])
+
+    def _batch_get(self, keys: list[Item]) -> Iterator[Item]:
+        """The items that exist among `keys`, in no particular order."""
+        for start in range(0, len(keys), BATCH_GET_LIMIT):
+            chunk = keys[start : start + BATCH_GET_LIMIT]
+            request: Any = {self._table: {"Keys": chunk, "ConsistentRead": True}}
+            while request:
+                response = self._client.batch_get_item(RequestItems=request)
+                yield from response.get("Responses", {}).get(self._table, [])
+                request = response.get("UnprocessedKeys") or None
 
     def _conditional(self, action: str, **request: Any) -> bool:
         """Run one conditional write or transaction; False when its condition failed."""

@@ -41,6 +41,12 @@ CREATE TABLE IF NOT EXISTS promotions (
     state TEXT NOT NULL, data TEXT NOT NULL, UNIQUE (project_id, id));
 CREATE TABLE IF NOT EXISTS ledger (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, project_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS promotions_by_review
+    ON promotions (project_id, data ->> '$.review_id', seq);
+CREATE INDEX IF NOT EXISTS ledger_by_project ON ledger (project_id, seq);
+CREATE INDEX IF NOT EXISTS ledger_by_promotion ON ledger (project_id, data ->> '$.promotion_id');
+CREATE INDEX IF NOT EXISTS ledger_by_review ON ledger (project_id, data ->> '$.review_id', seq);
+CREATE INDEX IF NOT EXISTS ledger_by_commit ON ledger (project_id, data ->> '$.commit');
 CREATE TABLE IF NOT EXISTS leases (
     project_id TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL,
     data TEXT NOT NULL);

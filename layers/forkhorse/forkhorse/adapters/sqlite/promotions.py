@@ -1,6 +1,8 @@
 """Promotions and the ledger in SQLite, fenced by the workflow lease."""
 
+import json
 import sqlite3
+from collections.abc import Collection
 from datetime import datetime
 
 from forkhorse.adapters.sqlite.database import SqliteDatabase, dump
@@ -17,6 +19,10 @@ from forkhorse.domain.model import (
     may_settle,
     settled,
 )
+
+# Queries on `data ->> '$.review_id'`, `'$.promotion_id'` and `'$.commit'` spell them as the
+# JSON indexes in `database._SCHEMA` do: SQLite uses an index only for the same expression.
+_PAST_EVERY_SEQ = 2**63 - 1  # SQLite's largest integer
 
 
 class SqlitePromotions(SqliteDatabase):
@@ -48,13 +54,10 @@ class SqlitePromotions(SqliteDatabase):
         queued = promotion.model_copy(update={"state": "queued", "settled_at": None})
         with self._write() as conn:
             rows = conn.execute(
-                "SELECT data FROM promotions WHERE project_id = ?", (promotion.project_id,)
+                "SELECT data FROM promotions WHERE project_id = ? AND data ->> '$.review_id' = ?",
+                (promotion.project_id, promotion.review_id),
             )
-            same_review = [
-                found
-                for found in (Promotion.model_validate_json(row[0]) for row in rows)
-                if found.review_id == promotion.review_id
-            ]
+            same_review = [Promotion.model_validate_json(row[0]) for row in rows]
             if not may_request(same_review, now):
                 return False
             inserted = conn.execute(
@@ -139,3 +142,62 @@ class SqlitePromotions(SqliteDatabase):
     def ledger(self, project_id: str) -> list[LedgerEntry]:
         rows = self._all("SELECT data FROM ledger WHERE project_id = ? ORDER BY seq", project_id)
         return [LedgerEntry.model_validate_json(row) for row in rows]
+
+    def latest_promotion(self, project_id: str, review_id: str) -> Promotion | None:
+        data = self._one(
+            "SELECT data FROM promotions WHERE project_id = ? AND data ->> '$.review_id' = ?"
+            " ORDER BY seq DESC LIMIT 1",
+            project_id,
+            review_id,
+        )
+        return None if data is None else Promotion.model_validate_json(data)
+
+    def ledger_entry(self, project_id: str, promotion_id: str) -> LedgerEntry | None:
+        sql = "SELECT data FROM ledger WHERE project_id = ? AND data ->> '$.promotion_id' = ?"
+        data = self._one(sql, project_id, promotion_id)
+        return None if data is None else LedgerEntry.model_validate_json(data)
+
+    def ledger_page(
+        self, project_id: str, before_promotion_id: str | None, limit: int
+    ) -> list[LedgerEntry] | None:
+        conn = self._conn()
+        upper = _PAST_EVERY_SEQ
+        if before_promotion_id is not None:
+            found = conn.execute(
+                "SELECT seq FROM ledger WHERE project_id = ? AND data ->> '$.promotion_id' = ?",
+                (project_id, before_promotion_id),
+            ).fetchone()
+            if found is None:
+                return None
+            upper = found[0]
+        rows = conn.execute(
+            "SELECT data FROM ledger WHERE project_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            (project_id, upper, limit),
+        )
+        return [LedgerEntry.model_validate_json(row[0]) for row in rows]
+
+    def done_promotions(
+        self, project_id: str, review_ids: Collection[str]
+    ) -> dict[str, tuple[Promotion, LedgerEntry]]:
+        rows = self._conn().execute(
+            "SELECT ledger.data, promotions.data FROM ledger JOIN promotions"
+            " ON promotions.project_id = ledger.project_id"
+            " AND promotions.id = ledger.data ->> '$.promotion_id'"
+            " WHERE ledger.project_id = ?"
+            " AND ledger.data ->> '$.review_id' IN (SELECT value FROM json_each(?))"
+            " ORDER BY ledger.seq",
+            (project_id, json.dumps(list(review_ids))),
+        )
+        done: dict[str, tuple[Promotion, LedgerEntry]] = {}
+        for entry_data, promotion_data in rows:  # oldest first: the latest done one wins
+            entry = LedgerEntry.model_validate_json(entry_data)
+            done[entry.review_id] = (Promotion.model_validate_json(promotion_data), entry)
+        return done
+
+    def published_commits(self, project_id: str, commits: Collection[str]) -> set[str]:
+        rows = self._conn().execute(
+            "SELECT DISTINCT data ->> '$.commit' FROM ledger"
+            " WHERE project_id = ? AND data ->> '$.commit' IN (SELECT value FROM json_each(?))",
+            (project_id, json.dumps(list(commits))),
+        )
+        return {str(row[0]) for row in rows}

@@ -12,12 +12,13 @@ from forkhorse.api import links
 from forkhorse.api.guards import caller_of
 from forkhorse.api.models import ApproveBody, CommitBody, RequestReview
 from forkhorse.api.routes.answers import ERRORS, answers, ok
-from forkhorse.domain.limits import REVIEW_PAGE
+from forkhorse.domain.limits import PAGE
 from forkhorse.service import Service
 from forkhorse.service.responses import (
     ApprovalBody,
     GateView,
     HistoryView,
+    LedgerPage,
     Promoted,
     PromotionPending,
     ReceiptBody,
@@ -54,6 +55,15 @@ class ReviewRoutes:
             responses=answers(200, ok("One page of reviews.", links.review_page())),
         )(self.list_reviews)
         get(
+            "/projects/<project_id>/ledger",
+            description=(
+                "The project's whole ledger, newest first, a page at a time (`/state` shows"
+                " the newest entries). Pass a page's `next`, or `/state`'s `ledgerNext`, as"
+                " `cursor` for the next page."
+            ),
+            responses=answers(200, ok("One page of the ledger.", links.ledger_page())),
+        )(self.list_ledger)
+        get(
             REVIEW,
             description="One review, as `/state` and the pages show it.",
             responses=answers(200, ok("The review.", links.requested_review())),
@@ -84,9 +94,17 @@ class ReviewRoutes:
         self,
         project_id: str,
         cursor: Annotated[str | None, Query(description="A page's `next`.")] = None,
-        limit: Annotated[int | None, Query(description=f"1 to {REVIEW_PAGE.max_size}.")] = None,
+        limit: Annotated[int | None, Query(description=f"1 to {PAGE.max_size}.")] = None,
     ) -> ReviewPage:
         return self._service.listings.page(caller_of(self.router), project_id, cursor, limit)
+
+    def list_ledger(
+        self,
+        project_id: str,
+        cursor: Annotated[str | None, Query(description="A page's `next`.")] = None,
+        limit: Annotated[int | None, Query(description=f"1 to {PAGE.max_size}.")] = None,
+    ) -> LedgerPage:
+        return self._service.listings.ledger(caller_of(self.router), project_id, cursor, limit)
 
     def review(self, project_id: str, review_id: str) -> ReviewBody:
         return self._service.listings.review(caller_of(self.router), project_id, review_id)

@@ -1,5 +1,6 @@
 """Promotions (queued, fenced, settled) and the ledger of done ones."""
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Protocol
 
@@ -53,10 +54,37 @@ class PromotionStore(Protocol):
 
     def list_promotions(self, project_id: str) -> list[Promotion]: ...
 
+    def latest_promotion(self, project_id: str, review_id: str) -> Promotion | None:
+        """The review's most recently requested promotion, in whatever state."""
+        ...
+
     def open_promotion(self, project_id: str) -> Promotion | None:
         """The pending, writing or uncertain promotion fencing this project, if any."""
         ...
 
     def ledger(self, project_id: str) -> list[LedgerEntry]:
-        """Done promotions, oldest first."""
+        """Done promotions, oldest first: the whole history, for the collector."""
+        ...
+
+    # What a listing reads: each costs what it returns, never the project's history.
+    def ledger_entry(self, project_id: str, promotion_id: str) -> LedgerEntry | None:
+        """The entry the done promotion `promotion_id` wrote."""
+        ...
+
+    def ledger_page(
+        self, project_id: str, before_promotion_id: str | None, limit: int
+    ) -> list[LedgerEntry] | None:
+        """Up to `limit` entries, newest first, older than `before_promotion_id`'s (from the
+        newest when None); None when that promotion wrote no entry in this project."""
+        ...
+
+    def done_promotions(
+        self, project_id: str, review_ids: Collection[str]
+    ) -> dict[str, tuple[Promotion, LedgerEntry]]:
+        """Each of these reviews' latest done promotion and its entry; the unpromoted are
+        absent."""
+        ...
+
+    def published_commits(self, project_id: str, commits: Collection[str]) -> set[str]:
+        """Those of `commits` that a done promotion put on canonical."""
         ...
