@@ -72,14 +72,16 @@ class DiskGitHost:
     repack by another process is noticed on the next miss (dulwich rescans the pack
     directory and closes the packs whose files went) or at the idle close.
 
-    The open files this costs: a cached store holds each pack it has opened, an index and a
-    data file (2 files), and its packs are those of its project's pack directory when it
-    last looked, which consolidation (`DiskGitStore.pushed`) keeps to `packs_per_project`
-    plus the consolidated pack, plus the packs written since it last consolidated. So,
-    outside a consolidation in progress and the pushes that land during it, at most
-    `cached_projects` x (`packs_per_project` + 1) x 2 files, and none after the idle period.
-    A store dropped while a thread still uses it adds its own packs until that thread lets
-    go (bounded by the threads that hold a store: the HTTP and supervisor threads).
+    The open files this costs. A kept store holds each pack it has opened: its index and
+    its data, 2 files, each open twice (the file, and the duplicate descriptor its mmap
+    keeps), so 4 descriptors. Its packs are at most those of its project's pack directory
+    when it last looked, and consolidation (`DiskGitStore.pushed`) brings that back to
+    `packs_per_project` + 1 (the consolidated pack): more only while a consolidation runs,
+    by the pushes that land meanwhile, and packs a repack in another process deleted until
+    the store's next miss. So at most `cached_projects` x (`packs_per_project` + 1) x 2
+    files, 4 descriptors a pack, outside those windows; none once the idle period passes
+    with nobody asking. A store dropped while a thread still uses it adds its own packs
+    until that thread lets go (bounded by the threads that hold one: HTTP and supervisor).
     """
 
     def __init__(
@@ -115,7 +117,7 @@ class DiskGitHost:
                 dropped.append(self._stores.popitem(last=False)[1].store)
             if self._reaper is None:
                 self._reaper = threading.Thread(
-                    target=self._close_idle, name="disk-git-idle-close", daemon=True
+                    target=self._close_idle, name=f"idle-close {self._root}", daemon=True
                 )
                 self._reaper.start()
         for store in dropped:

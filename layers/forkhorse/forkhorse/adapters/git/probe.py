@@ -76,15 +76,21 @@ _Location = tuple[Pack, int]
 
 
 def _locate_packed(store: BaseObjectStore, hexsha: bytes) -> _Location | None:
-    # Packs already open first: refreshing the pack list costs a directory scan on disk
-    # and a LIST request on S3, and is only needed when an object is not found.
+    # Packs already open first: refreshing the pack list (`packs`) costs a directory scan on
+    # disk and a LIST request on S3, and is only needed when an object is not found.
     cached: dict[str, Pack] = getattr(store, "_pack_cache", {})
-    for packs in (list(cached.values()), list(getattr(store, "packs", ()))):
-        for pack in packs:
-            try:
-                return pack, int(pack.index.object_offset(ObjectID(hexsha)))
-            except (KeyError, PackFileDisappeared):
-                continue
+    found = _find(list(cached.values()), hexsha)
+    if found is None:
+        found = _find(list(getattr(store, "packs", ())), hexsha)
+    return found
+
+
+def _find(packs: list[Pack], hexsha: bytes) -> _Location | None:
+    for pack in packs:
+        try:
+            return pack, int(pack.index.object_offset(ObjectID(hexsha)))
+        except (KeyError, PackFileDisappeared):
+            continue
     return None
 
 
