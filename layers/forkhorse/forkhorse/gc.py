@@ -47,6 +47,7 @@ def _gc(args: argparse.Namespace) -> int:
         grace = timedelta(seconds=args.grace_seconds)
         collection = collect(store, SystemClock().now(), grace, packs=git, dry_run=args.dry_run)
     finally:
+        git.close()
         store.close()
     verb = "would remove" if args.dry_run else "removed"
     for line in collection.lines():

@@ -68,7 +68,7 @@ def test_exactly_one_concurrent_compare_and_set_wins(
     barrier = threading.Barrier(len(candidates))
 
     def attempt(new: str) -> None:
-        own_store = host.store(PROJECT)  # separate instances, as separate requests would be
+        own_store = host.store(PROJECT)  # S3: one per request; disk: the one kept, shared
         barrier.wait()
         results[new] = own_store.update_fork_ref("f1", "refs/heads/main", commits[2], new)
 

@@ -86,6 +86,7 @@ class LocalRuntime:
         self.journal.close()
         if self.deps.attestor is not None:
             self.deps.attestor.close()
+        self.git.close()
         self.store.close()
 
 

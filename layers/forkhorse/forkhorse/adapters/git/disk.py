@@ -13,8 +13,11 @@ import os
 import shutil
 import tempfile
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,17 +48,122 @@ from forkhorse.ports.git import (
 log = logging.getLogger(__name__)
 
 
-class DiskGitHost:
-    """Every project's repositories under `<state_dir>/git`."""
+# How many projects' stores `DiskGitHost` keeps open at once, and how long one nobody asks
+# for stays open. The idle period is short: a quiet server's open files settle back within
+# it (the live FD test waits up to 30 s for that).
+CACHED_PROJECTS = 4
+IDLE_CLOSE_SECONDS = 5.0
 
-    def __init__(self, state_dir: Path) -> None:
+
+class DiskGitHost:
+    """Every project's repositories under `<state_dir>/git`.
+
+    `store(project)` hands back the same `DiskGitStore` for a project while it is in use, so
+    its open packs (and parsed indexes) and its snapshot cache serve every request and run
+    step; building one per call had each first lookup open and parse every pack index. The
+    store is shared between threads: its reads take its lock (`DulwichGitStore`).
+
+    Bounded: at most `cached_projects` stores are kept (the least recently asked for is
+    dropped past that), and one nobody asked for during `idle_seconds` is dropped by one
+    daemon thread, which exits when nothing is cached. A dropped store's packs are closed
+    under its lock, so a thread still holding it reads on: dulwich reopens packs lazily on
+    its next lookup, and closes them when that holder lets the store go (no reference cycle
+    keeps one alive). A repack through a store closes its packs (`DiskGitStore.repack`); a
+    repack by another process is noticed on the next miss (dulwich rescans the pack
+    directory and closes the packs whose files went) or at the idle close.
+
+    The open files this costs. A kept store holds each pack it has opened: its index and
+    its data, 2 files, each open twice (the file, and the duplicate descriptor its mmap
+    keeps), so 4 descriptors. Its packs are at most those of its project's pack directory
+    when it last looked, and consolidation (`DiskGitStore.pushed`) brings that back to
+    `packs_per_project` + 1 (the consolidated pack): more only while a consolidation runs,
+    by the pushes that land meanwhile, and packs a repack in another process deleted until
+    the store's next miss. So at most `cached_projects` x (`packs_per_project` + 1) x 2
+    files, 4 descriptors a pack, outside those windows; none once the idle period passes
+    with nobody asking. A store dropped while a thread still uses it adds its own packs
+    until that thread lets go (bounded by the threads that hold one: HTTP and supervisor).
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        cached_projects: int = CACHED_PROJECTS,
+        idle_seconds: float = IDLE_CLOSE_SECONDS,
+    ) -> None:
         self._root = state_dir / "git"
         self._archives = state_dir / "archives"
+        self._cached_projects = cached_projects
+        self._idle_seconds = idle_seconds
+        self._changed = threading.Condition(threading.Lock())
+        self._stores: OrderedDict[str, _Cached] = OrderedDict()  # least recently asked first
+        self._reaper: threading.Thread | None = None
+        self._closed = False
 
     def store(self, project: str) -> DiskGitStore:
         if not is_valid_repo_name(project):
             raise ValueError("Invalid project id.")
-        return DiskGitStore(project, self._root / project, self._archives)
+        dropped: list[DiskGitStore] = []
+        with self._changed:
+            if self._closed:  # shut down: a store of its own, as each caller had before
+                return DiskGitStore(project, self._root / project, self._archives)
+            cached = self._stores.get(project)
+            if cached is None:
+                cached = _Cached(DiskGitStore(project, self._root / project, self._archives))
+                self._stores[project] = cached
+            self._stores.move_to_end(project)
+            cached.used = time.monotonic()
+            while len(self._stores) > self._cached_projects:
+                dropped.append(self._stores.popitem(last=False)[1].store)
+            if self._reaper is None:
+                self._reaper = threading.Thread(
+                    target=self._close_idle, name=f"idle-close {self._root}", daemon=True
+                )
+                self._reaper.start()
+        for store in dropped:
+            store.close_packs()
+        return cached.store
+
+    def cached(self) -> list[str]:
+        """The projects whose stores are kept, least recently asked for first."""
+        with self._changed:
+            return list(self._stores)
+
+    def close(self) -> None:
+        """Stop the idle-close thread and close every kept store's packs. Later calls to
+        `store` get a store of their own, not kept."""
+        with self._changed:
+            self._closed = True
+            stores = [cached.store for cached in self._stores.values()]
+            self._stores.clear()
+            reaper = self._reaper
+            self._changed.notify_all()
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join()
+        for store in stores:
+            store.close_packs()
+
+    def _close_idle(self) -> None:
+        """The idle-close thread: drops the stores idle for `idle_seconds`; exits once none
+        is kept (`store` starts it again)."""
+        while True:
+            with self._changed:
+                now = time.monotonic()
+                idle = [
+                    project
+                    for project, cached in self._stores.items()
+                    if now - cached.used >= self._idle_seconds
+                ]
+                expired = [self._stores.pop(project).store for project in idle]
+                if not expired:
+                    if self._closed or not self._stores:
+                        self._reaper = None
+                        return
+                    oldest = min(cached.used for cached in self._stores.values())
+                    self._changed.wait(oldest + self._idle_seconds - now)
+                    continue
+            for store in expired:  # outside the host's lock: a reader may hold the store's
+                store.close_packs()
 
     def collect_packs(
         self,
@@ -71,6 +179,12 @@ class DiskGitHost:
         if not (self._root / project_id / "canonical.git").is_dir():
             return PackCollection()
         return self.store(project_id).repack(extra_tips, written_before, dry_run=dry_run)
+
+
+@dataclass
+class _Cached:
+    store: DiskGitStore
+    used: float = 0.0  # time.monotonic() when `DiskGitHost.store` last handed it out
 
 
 def _consolidate(store: DiskGitStore) -> None:
@@ -148,12 +262,13 @@ class DiskGitStore(DulwichGitStore):
         dry_run: bool,
         limit: int = DEFAULT_REACH_LIMIT,
     ) -> PackCollection:
-        """Nothing while another repack of this project runs (see `repack`)."""
+        """Nothing while another repack of this project runs (see `repack`). Closes this
+        store's packs when it deleted some."""
         extra = [tip.encode("ascii") for tip in extra_tips if valid_hexsha(tip)]
         with MaintenanceLock(self._root / REPACK_LOCK_NAME).exclusive(0) as alone:
             if not alone:
                 return PackCollection()
-            return repack(
+            collection = repack(
                 self.objects_dir,
                 self._all_tips,
                 extra,
@@ -162,6 +277,12 @@ class DiskGitStore(DulwichGitStore):
                 limit=limit,
                 dry_run=dry_run,
             )
+        if collection.packs and not dry_run:
+            # This store may be the host's shared one: the deleted packs' files stay open
+            # (and their disk space taken) while it holds them. Its next lookup reopens
+            # what is left, the consolidated pack first among them.
+            self.close_packs()
+        return collection
 
     def _all_tips(self) -> list[bytes]:
         """Every ref target of canonical and of every fork on disk."""

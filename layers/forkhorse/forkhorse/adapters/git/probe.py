@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dulwich.object_store import BaseObjectStore, DiskObjectStore
+from dulwich.object_store import BaseObjectStore, DiskObjectStore, PackBasedObjectStore
 from dulwich.objects import ObjectID, valid_hexsha
 from dulwich.pack import Pack, PackFileDisappeared
 
@@ -55,7 +55,8 @@ def probe_object(store: BaseObjectStore, sha: str, limit: int) -> ObjectProbe:
             break
         try:
             return _probe_packed(store, location, limit)
-        except PackFileDisappeared:
+        except PackFileDisappeared as gone:
+            _forget(store, gone.obj)
             continue
     if isinstance(store, DiskObjectStore):
         return _probe_loose(store, hexsha, limit)
@@ -75,16 +76,33 @@ _Location = tuple[Pack, int]
 
 
 def _locate_packed(store: BaseObjectStore, hexsha: bytes) -> _Location | None:
-    # Packs already open first: refreshing the pack list costs a directory scan on disk
-    # and a LIST request on S3, and is only needed when an object is not found.
+    # Packs already open first: refreshing the pack list (`packs`) costs a directory scan on
+    # disk and a LIST request on S3, and is only needed when an object is not found.
     cached: dict[str, Pack] = getattr(store, "_pack_cache", {})
-    for packs in (list(cached.values()), list(getattr(store, "packs", ()))):
-        for pack in packs:
-            try:
-                return pack, int(pack.index.object_offset(ObjectID(hexsha)))
-            except (KeyError, PackFileDisappeared):
-                continue
+    found = _find(list(cached.values()), hexsha)
+    if found is None:
+        found = _find(list(getattr(store, "packs", ())), hexsha)
+    return found
+
+
+def _find(packs: list[Pack], hexsha: bytes) -> _Location | None:
+    for pack in packs:
+        try:
+            return pack, int(pack.index.object_offset(ObjectID(hexsha)))
+        except (KeyError, PackFileDisappeared):
+            continue
     return None
+
+
+def _forget(store: BaseObjectStore, gone: object) -> None:
+    """Drop a pack whose files a repack deleted (its index was open, its data not yet), and
+    rescan the pack list: the next look finds the object in the pack that replaced it.
+    Without this a store kept open would find the same vanished pack again and again."""
+    evict = getattr(store, "_evict_pack", None)
+    if evict is not None:
+        evict(gone)
+    if isinstance(store, PackBasedObjectStore):
+        store.packs  # noqa: B018 - reading it rescans: packs whose files went are dropped
 
 
 def _probe_packed(store: BaseObjectStore, location: _Location, limit: int) -> ObjectProbe:

@@ -164,6 +164,13 @@ class DulwichGitStore(ABC):
             raise PermissionError("The capability belongs to another project.")
         return self._compare_and_set(self._existing_refs(None), ref, old, new)
 
+    def close_packs(self) -> None:
+        """Close the packs and indexes this store has open, under its lock, so no read is
+        cut off halfway; the next lookup reopens what it needs (dulwich rescans the pack
+        directory on a miss). Safe while other threads still hold the store."""
+        with self._lock:
+            self._objects.close()
+
     def open_snapshot(self, commit: str) -> DulwichSnapshot:
         with self._lock:
             cached = self._snapshots.get(commit)
