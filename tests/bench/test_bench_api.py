@@ -1,6 +1,7 @@
-"""API benchmarks, in process (no sockets): `GET /state` over 1,000 reviews and its curve
-from 10 to 10,000 reviews on SQLite and on moto's DynamoDB, and a review request's time to
-its 202. Each prints its figure and a ratio against a bare baseline."""
+"""API benchmarks, in process (no sockets): `GET /state` over 1,000 reviews, its curve from
+10 to 10,000 reviews on SQLite and on moto's DynamoDB, and over a 1,000-entry ledger, and a
+review request's time to its 202. Each prints its figure and a ratio against a bare
+baseline."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import copy
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 from forkhorse.adapters.containers.mock import MockContainerPort
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.sandbox.mock import MockSandbox
+from forkhorse.domain.limits import PAGE
 from forkhorse.service import Service
 from forkhorse.wiring.local import LocalApp, build_local_runtime
 from moto import mock_aws
@@ -26,12 +29,14 @@ from tests.support.api_world import ApiWorld, api_event, api_world, local_api_wo
 from tests.support.aws import create_table_from_template
 from tests.support.aws_usage import counting_aws_calls
 from tests.support.bench import BenchFigures
+from tests.support.store import promote_done
 
 REVIEWS = 1_000
 # A project's open work: its reviews iterate on this many packets, so /state shows this
 # many reviews however long the history grows.
 OPEN_PACKETS = 10
 CURVE = (10, 100, 1_000, 10_000)
+SHORT_LEDGER = 2 * PAGE.state_ledger
 pytestmark = pytest.mark.bench
 
 
@@ -83,6 +88,30 @@ def test_state_with_1000_reviews(mocked_local_app: LocalApp, bench_figures: Benc
     bench_figures.record("state-ratio", median / bare)
     bench_figures.record("state-ms", median)
     assert median < 2000
+
+
+def test_state_over_a_long_ledger(mocked_local_app: LocalApp) -> None:
+    """10 active reviews promoted 1,000 times in all: /state shows the newest 50 entries and
+    each review's latest promotion, so it costs what it did at 100 promotions (both show 50
+    entries; fewer promotions would show fewer)."""
+    world = local_api_world(mocked_local_app)
+    packets = [world.ids["packet"]] + [world.new_packet(f"p{i}") for i in range(1, OPEN_PACKETS)]
+    _grow(world, packets, 0, OPEN_PACKETS)
+    store, project = world.service.context.store, world.ids["project"]
+    reviews = [review.id for review in store.list_active_reviews(project)]
+    now = world.service.context.clock.now()
+    medians: dict[int, float] = {}
+    for index in range(REVIEWS):
+        review, at = reviews[index % OPEN_PACKETS], now + timedelta(seconds=index)
+        promote_done(store, project, review, f"p{index}", f"{index:040x}", at)
+        if index + 1 in (SHORT_LEDGER, REVIEWS):
+            medians[index + 1] = _median_ms(_state(world), 20)
+    short, long = medians[SHORT_LEDGER], medians[REVIEWS]
+    print(
+        f"\nGET /state, {OPEN_PACKETS} active reviews: median {short:.1f} ms after "
+        f"{SHORT_LEDGER} promotions, {long:.1f} ms after {REVIEWS} (ratio {long / short:.2f}x)"
+    )
+    assert long < 2000
 
 
 def test_state_when_every_review_is_active(mocked_local_app: LocalApp) -> None:

@@ -179,17 +179,19 @@ class SqlitePromotions(SqliteDatabase):
     def done_promotions(
         self, project_id: str, review_ids: Collection[str]
     ) -> dict[str, tuple[Promotion, LedgerEntry]]:
+        # One index seek per review for its newest entry, however often it was promoted.
         rows = self._conn().execute(
-            "SELECT ledger.data, promotions.data FROM ledger JOIN promotions"
-            " ON promotions.project_id = ledger.project_id"
-            " AND promotions.id = ledger.data ->> '$.promotion_id'"
-            " WHERE ledger.project_id = ?"
-            " AND ledger.data ->> '$.review_id' IN (SELECT value FROM json_each(?))"
-            " ORDER BY ledger.seq",
-            (project_id, json.dumps(list(review_ids))),
+            "WITH latest (seq) AS (SELECT (SELECT seq FROM ledger WHERE project_id = :project"
+            " AND data ->> '$.review_id' = wanted.value ORDER BY seq DESC LIMIT 1)"
+            " FROM json_each(:reviews) AS wanted)"
+            " SELECT ledger.data, promotions.data FROM latest"
+            " JOIN ledger ON ledger.seq = latest.seq"
+            " JOIN promotions ON promotions.project_id = ledger.project_id"
+            " AND promotions.id = ledger.data ->> '$.promotion_id'",
+            {"project": project_id, "reviews": json.dumps(sorted(set(review_ids)))},
         )
         done: dict[str, tuple[Promotion, LedgerEntry]] = {}
-        for entry_data, promotion_data in rows:  # oldest first: the latest done one wins
+        for entry_data, promotion_data in rows:
             entry = LedgerEntry.model_validate_json(entry_data)
             done[entry.review_id] = (Promotion.model_validate_json(promotion_data), entry)
         return done
