@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from forkhorse.domain.limits import PAGE
 from playwright.sync_api import expect
 
 from tests.integration.api.support import QUICK_OK, checks_files
 from tests.support.console import DESKTOP, PHONE, TOKEN_KEY, Console, project_from_console
 from tests.support.live import Project, Server, new_lane, new_project
+from tests.support.store import promote_done
 
 SLOW_PASSING = checks_files("sleep 3")
 QUICK_FAILS = "def check(ctx):\n    return {'ok': False, 'message': 'Quick check failed.'}\n"
@@ -344,3 +347,25 @@ def test_a_replaced_review_leaves_the_reviews_list_and_stays_reachable_under_eve
     expect(page.get_by_role("button", name="Show older reviews")).to_be_hidden()
     older.get_by_role("link").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text(f"Review {first['id'][:12]}")
+
+
+def test_the_ledger_shows_the_newest_promotions_and_pages_through_the_rest(
+    console: Console, server: Server
+) -> None:
+    project = new_project(server, False)
+    store, now = server.app.service.context.store, server.app.service.context.clock.now()
+    count = PAGE.state_ledger + 5
+    for index in range(count):
+        at = now + timedelta(seconds=index)
+        promote_done(store, project.id, "review-seeded", f"p{index}", f"{index:040x}", at)
+    console.sign_in()
+    console.open(f"#/p/{project.id}")
+    page = console.page
+    expect(page.locator("#ledger tbody tr")).to_have_count(PAGE.state_ledger)
+    page.get_by_role("button", name="Show the whole ledger").click()
+    expect(page.locator("#whole-ledger tbody tr")).to_have_count(PAGE.default_size)
+    page.get_by_role("button", name="Show older promotions").click()
+    expect(page.locator("#whole-ledger tbody tr")).to_have_count(count)
+    expect(page.get_by_role("button", name="Show older promotions")).to_be_hidden()
+    oldest = page.locator("#whole-ledger tbody tr").last
+    expect(oldest).to_contain_text(f"{0:040x}"[:12])

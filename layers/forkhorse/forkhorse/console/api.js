@@ -32,12 +32,14 @@ export async function api(method, path, body) {
 export const get = async (path) => (await api('GET', path)).data;
 
 const enc = encodeURIComponent;
+const paged = (path, cursor) => path + (cursor ? `?cursor=${enc(cursor)}` : '');
+
 export const paths = {
   projects: () => '/projects',
   state: (project) => `/projects/${enc(project)}/state`,
   settings: (project) => `/projects/${enc(project)}/settings`,
   policy: (project) => `/projects/${enc(project)}/policy`,
   review: (project, review) => `/projects/${enc(project)}/reviews/${enc(review)}`,
-  reviews: (project, cursor) => `/projects/${enc(project)}/reviews`
-    + (cursor ? `?cursor=${enc(cursor)}` : ''),
+  reviews: (project, cursor) => paged(`/projects/${enc(project)}/reviews`, cursor),
+  ledger: (project, cursor) => paged(`/projects/${enc(project)}/ledger`, cursor),
 };

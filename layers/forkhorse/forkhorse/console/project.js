@@ -18,11 +18,13 @@ export function projectPage(ctx, projectId) {
     packets: section('packets', 'Packets and claims'),
     forks: section('forks', 'Forks'),
     ledger: section('ledger', 'Promotion ledger'),
+    wholeLedger: section('whole-ledger', 'Whole ledger'),
   };
   fill(ctx.main, Object.values(regions));
   const toggle = settingsControl(ctx, projectId, regions.settings);
   const policy = policyControl(ctx, projectId, regions.policy);
   historyControl(ctx, projectId, regions.history);
+  wholeLedgerControl(ctx, projectId, regions.wholeLedger);
   let first = true;
   return repeat(async () => {
     let state;
@@ -155,34 +157,59 @@ function checkProgress(receipt) {
   return `${passed} of ${receipt.checks.length} passed${done < receipt.checks.length ? `, ${receipt.checks.length - done} running` : ''}`;
 }
 
-// Every review, newest first, a page at a time: /state holds only the active ones (each
-// fork and packet's newest review). Not redrawn by polls, so loaded pages stay.
-function historyControl(ctx, projectId, region) {
-  const rows = h('div', { id: 'history-rows' });
-  const status = h('div', { id: 'history-status' });
-  const more = h('button', { type: 'button', id: 'more-reviews' }, 'Show every review');
+// A listing /state holds only part of (the active reviews, the newest promotions), a page
+// at a time, newest first. Not redrawn by polls, so loaded pages stay.
+function pagedControl(ctx, region, { key, intro, first, more, noun, path, items, draw }) {
+  const rows = h('div', { id: `${key}-rows` });
+  const status = h('div', { id: `${key}-status` });
+  const button = h('button', { type: 'button', id: `more-${key}` }, first);
   let loaded = [];
   let cursor = null;
-  more.addEventListener('click', async () => {
-    more.disabled = true;
+  button.addEventListener('click', async () => {
+    button.disabled = true;
     try {
-      const page = await get(paths.reviews(projectId, cursor));
-      loaded = loaded.concat(page.reviews);
+      const page = await get(path(cursor));
+      loaded = loaded.concat(items(page));
       cursor = page.next;
-      fill(rows, reviewTable(projectId, { reviews: loaded }));
-      announce(`${loaded.length} reviews shown${cursor ? '; more are older' : ''}.`);
+      fill(rows, draw(loaded));
+      announce(`${loaded.length} ${noun} shown${cursor ? '; more are older' : ''}.`);
       fill(status);
-      more.textContent = 'Show older reviews';
-      more.hidden = !cursor;
+      button.textContent = more;
+      button.hidden = !cursor;
     } catch (error) {
       if (!ctx.fail(error)) fill(status, h('p', { class: 'error', role: 'alert' }, error.message));
     }
-    more.disabled = false;
+    button.disabled = false;
   });
-  region.append(
-    h('p', { class: 'muted' }, 'Reviews above are the active ones: each fork and packet’s newest. '
-      + 'Older reviews stay readable here.'),
-    rows, status, more);
+  region.append(h('p', { class: 'muted' }, intro), rows, status, button);
+}
+
+function historyControl(ctx, projectId, region) {
+  pagedControl(ctx, region, {
+    key: 'history',
+    intro: 'Reviews above are the active ones: each fork and packet’s newest. '
+      + 'Older reviews stay readable here.',
+    first: 'Show every review',
+    more: 'Show older reviews',
+    noun: 'reviews',
+    path: (cursor) => paths.reviews(projectId, cursor),
+    items: (page) => page.reviews,
+    draw: (loaded) => reviewTable(projectId, { reviews: loaded }),
+  });
+}
+
+function wholeLedgerControl(ctx, projectId, region) {
+  pagedControl(ctx, region, {
+    key: 'whole-ledger',
+    intro: 'The ledger above holds the newest promotions. Every promotion stays readable here, '
+      + 'newest first.',
+    first: 'Show the whole ledger',
+    more: 'Show older promotions',
+    noun: 'promotions',
+    path: (cursor) => paths.ledger(projectId, cursor),
+    items: (page) => page.ledger,
+    draw: (loaded) => ledgerTable(projectId, loaded),
+  });
 }
 
 function reviewTable(projectId, state) {
