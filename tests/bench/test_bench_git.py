@@ -32,7 +32,7 @@ def git(*args: str, cwd: Path) -> str:
     return done.stdout.decode()
 
 
-def build_store(tmp_path: Path, files: dict[str, bytes]) -> tuple[DiskGitHost, str, Path]:
+def build_store(tmp_path: Path, files: dict[str, bytes]) -> tuple[str, Path]:
     source = tmp_path / "src"
     source.mkdir()
     git("init", "-q", "-b", "main", cwd=source)
@@ -49,7 +49,7 @@ def build_store(tmp_path: Path, files: dict[str, bytes]) -> tuple[DiskGitHost, s
     git("gc", "-q", cwd=store.repo_path(None))  # packed, as a long-lived repository would be
     head = store.head()
     assert head is not None
-    return host, head, store.repo_path(None)
+    return head, store.repo_path(None)
 
 
 def timed(action: Callable[[], object], repeat: int = 5) -> float:
@@ -62,20 +62,22 @@ def timed(action: Callable[[], object], repeat: int = 5) -> float:
     return best * 1000
 
 
-def fresh(host: DiskGitHost) -> DiskGitStore:
-    return host.store("bench")
+def fresh(tmp_path: Path) -> DiskGitStore:
+    """A store of its own, cold, as a new process opens it (a host keeps one per project)."""
+    state = tmp_path / "state"
+    return DiskGitStore("bench", state / "git" / "bench", state / "archives")
 
 
 def test_listing_ten_thousand_files(tmp_path: Path) -> None:
     # Distinct contents, so every directory is its own tree object (no cache sharing).
     files = {f"d{i // 100:02d}/f{i % 100:02d}.txt": b"%d\n" % i for i in range(10_000)}
-    host, head, bare = build_store(tmp_path, files)
+    head, bare = build_store(tmp_path, files)
 
     def cold() -> None:
-        snapshot = fresh(host).open_snapshot(head)
+        snapshot = fresh(tmp_path).open_snapshot(head)
         assert len(snapshot.reader(SnapshotBudget(**UNLIMITED)).list("")) == 10_000
 
-    snapshot = fresh(host).open_snapshot(head)
+    snapshot = fresh(tmp_path).open_snapshot(head)
     snapshot.reader(SnapshotBudget(**UNLIMITED)).list("")
 
     def cached() -> None:
@@ -94,16 +96,16 @@ def test_listing_ten_thousand_files(tmp_path: Path) -> None:
 
 
 def _stat_and_read(tmp_path: Path, files: dict[str, bytes]) -> tuple[float, float]:
-    host, head, _ = build_store(tmp_path, files)
+    head, _ = build_store(tmp_path, files)
     paths = sorted(files)
 
     def stats() -> None:
-        reader = fresh(host).open_snapshot(head).reader(SnapshotBudget(**UNLIMITED))
+        reader = fresh(tmp_path).open_snapshot(head).reader(SnapshotBudget(**UNLIMITED))
         for path in paths:
             assert reader.stat(path) is not None
 
     def reads() -> None:
-        reader = fresh(host).open_snapshot(head).reader(SnapshotBudget(**UNLIMITED))
+        reader = fresh(tmp_path).open_snapshot(head).reader(SnapshotBudget(**UNLIMITED))
         for path in paths:
             assert reader.read(path) is not None
 
