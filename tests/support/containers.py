@@ -61,7 +61,8 @@ def busybox_ref(podman: Podman) -> str:
 
 @pytest.fixture(scope="session")
 def default_ref(podman: Podman) -> str:
-    """The real default image (Debian nodejs, npm, git), about 100 s the first time."""
+    """The real default image (Debian nodejs and git, npm's release), about a minute the
+    first time."""
 
     def build(registry: ImageRegistry) -> str:
         started = time.monotonic()

@@ -1,4 +1,5 @@
-"""The real default image (Debian nodejs, npm, git): the smoke example and `large-files`.
+"""The real default image (Debian nodejs and git, npm's release): the smoke example and
+`large-files`.
 
 The image is built once per machine by the `default_ref` session fixture (about 100 s the
 first time, then cached under IMAGE_HOME), hence the longer timeout of this module.

@@ -29,6 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from forkhorse.adapters.containers.npm_release import (
+    NPM_INTEGRITY,
+    NPM_VERSION,
+    install_npm,
+    npm_tarball,
+)
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman, PodmanFailed
 from forkhorse.ports.containers import ContainerError, ImageUnresolved, require_pinned
 
@@ -38,13 +44,14 @@ IMAGE_NAMES = (DEFAULT_IMAGE, BUSYBOX_IMAGE)  # what `forkhorse image build` can
 REGISTRY_FILE = "images.json"
 LOCAL_REPOSITORY = "localhost/forkhorse"
 CHECK_UID = 1000
-# Debian packages of the default image (sh and coreutils come with minbase).
-DEFAULT_PACKAGES = ("nodejs", "npm", "git", "ca-certificates")
+# Debian packages of the default image (sh and coreutils come with minbase); npm comes from
+# its own release (`npm_release`).
+DEFAULT_PACKAGES = ("nodejs", "git", "ca-certificates")
 HOST_DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
 INPUTS_LABEL = "org.forkhorse.inputs"
 # Bump when the recipe changes in a way its listed inputs do not show.
-RECIPE_VERSION = "3"
+RECIPE_VERSION = "4"
 # Files whose content depends on when or where the build ran, not on its inputs.
 _UNREPRODUCIBLE = (
     "var/log", "var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin",
@@ -139,7 +146,7 @@ class LocalImages:
 
         An image built from the same inputs is reused unless `rebuild`."""
         if name == DEFAULT_IMAGE:
-            progress("Building the default image (Debian nodejs, npm, git); one to two minutes.")
+            progress(f"Building the default image (Debian nodejs and git, npm {NPM_VERSION}).")
             return build_default_image(
                 self.registry, self._podman, self._cache_dir, progress, rebuild=rebuild
             )
@@ -261,14 +268,20 @@ def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
     tar.addfile(info)
 
 
-# --- default: Debian's nodejs, npm, git, CA certificates, sh and coreutils ----------------
+# --- default: Debian's nodejs, git, CA certificates, sh and coreutils, and npm's release ----
 
 
 def default_image_inputs() -> str:
     """What decides the default image: the suite, its apt sources, packages and settings."""
     sources = HOST_DEBIAN_SOURCES.read_bytes() if HOST_DEBIAN_SOURCES.is_file() else b""
     return inputs_digest(
-        host_suite(), sources, *DEFAULT_PACKAGES, *_ROOTFS_FLAGS, *_DEFAULT_CHANGES
+        host_suite(),
+        sources,
+        *DEFAULT_PACKAGES,
+        *_ROOTFS_FLAGS,
+        *_DEFAULT_CHANGES,
+        NPM_VERSION,
+        NPM_INTEGRITY,
     )
 
 
@@ -295,12 +308,8 @@ def build_default_image(
     started = time.monotonic()
     with build_log(cache_dir, DEFAULT_IMAGE) as log, scratch_dir(cache_dir) as scratch:
         rootfs = scratch / "rootfs"
-        stage = _stages(progress, log, 3)
-        stage(f"mmdebstrap: Debian {host_suite()} minbase with {' '.join(DEFAULT_PACKAGES)}")
-        # Maintainer scripts that write dates take this one, not the build's.
-        environment = {**os.environ, "SOURCE_DATE_EPOCH": "0"}
-        logged(_mmdebstrap_command(rootfs, cache_dir), log, environment)
-        _finish_rootfs(rootfs)
+        stage = _stages(progress, log, 4)
+        _default_rootfs(rootfs, cache_dir, log, stage)
         stage("podman build (reproducible: sorted tarball, fixed timestamps)")
         tarball = scratch / "rootfs.tar"
         _reproducible_tar(rootfs, tarball, log)
@@ -314,6 +323,42 @@ def build_default_image(
     elapsed = time.monotonic() - started
     progress(f"Built {reference} in {elapsed:.0f} s ({' '.join(versions.split())}).")
     return reference
+
+
+def _default_rootfs(rootfs: Path, cache_dir: Path, log: TextIO, stage: Progress) -> None:
+    """npm's pinned release (fetched first: a build that cannot have it fails at once), then
+    minbase with the packages, then npm unpacked into it."""
+    stage(f"npm {NPM_VERSION}: the pinned release from the npm registry, cached per user")
+    npm = npm_tarball(cache_dir)
+    stage(f"mmdebstrap: Debian {host_suite()} minbase with {' '.join(DEFAULT_PACKAGES)}")
+    # Maintainer scripts that write dates take this one, not the build's.
+    environment = {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+    logged(_mmdebstrap_command(rootfs, cache_dir), log, environment)
+    prune_package_cache(installed_debs(rootfs), cache_dir / "apt-archives")
+    install_npm(rootfs, npm)
+    _finish_rootfs(rootfs)
+
+
+def installed_debs(rootfs: Path) -> set[str]:
+    """The file names apt gives the packages installed in `rootfs` (an epoch's ':' as %3a)."""
+    names = set()
+    for stanza in (rootfs / "var/lib/dpkg/status").read_text(encoding="utf-8").split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[0] != " "
+        )
+        if {"Package", "Version", "Architecture"} <= fields.keys():
+            version = fields["Version"].replace(":", "%3a")
+            names.add(f"{fields['Package']}_{version}_{fields['Architecture']}.deb")
+    return names
+
+
+def prune_package_cache(keep: set[str], archives: Path) -> None:
+    """Drop the cached packages this build did not install: older versions and packages the
+    recipe no longer has. The cache is then the size of one image's packages, and every
+    build's sync in and out copies only those."""
+    for deb in archives.glob("*.deb"):
+        if deb.name not in keep:
+            deb.unlink(missing_ok=True)
 
 
 def _mmdebstrap_command(rootfs: Path, cache_dir: Path) -> list[str]:
