@@ -1,11 +1,13 @@
 """Throughput: 20 reviews submitted at once through the HTTP API of a live local server, each
 with 3 quick checks and 1 full check, against the same 80 checks run bare (a bubblewrap
 Python start per quick check, a `podman run --rm` per full check) with the same parallelism,
-in one run. The figure is the ratio of the two wall times; receipts per minute are printed.
+in one run. The two alternate for `ROUNDS` rounds (new commits each round); the figure is the
+ratio of their median wall times, and every round is printed, with receipts per minute.
 """
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from tests.support.live import Lane, Server, new_lane, new_project
 
 REVIEWS = 20
 QUICK_PER_REVIEW = 3
+ROUNDS = 3  # the machine is shared: one round of each side can land in another's burst
 pytestmark = pytest.mark.bench
 
 FILES = {
@@ -78,15 +81,23 @@ def test_bench_twenty_reviews_at_once(
     concurrency = LocalSettings.from_environ().concurrency  # what the server runs with
     project = new_project(server, True)
     lanes = [new_lane(project, f"agent-{index}") for index in range(REVIEWS)]
-    commits = [
-        lane.push({**FILES, "README.md": f"lane {index}\n"}) for index, lane in enumerate(lanes)
-    ]
-    ours = _receipts_seconds(lanes, commits)
-    bare = _bare_seconds(busybox_ref, concurrency)
-    print(
-        f"\n{REVIEWS} reviews at once ({REVIEWS * (QUICK_PER_REVIEW + 1)} checks, concurrency "
-        f"{concurrency}): {ours:.1f} s, {REVIEWS / ours * 60:.0f} receipts per minute; "
-        f"the same checks bare: {bare:.1f} s; ratio {ours / bare:.2f}x"
-    )
-    bench_figures.record("throughput", ours / bare)
-    assert ours / bare < 10.0, "a regression: the server costs far more than its checks"
+    ours: list[float] = []
+    bare: list[float] = []
+    for round_ in range(ROUNDS):
+        commits = [
+            lane.push({**FILES, "README.md": f"lane {index}, round {round_}\n"})
+            for index, lane in enumerate(lanes)
+        ]
+        ours.append(_receipts_seconds(lanes, commits))
+        bare.append(_bare_seconds(busybox_ref, concurrency))
+        print(
+            f"\nround {round_ + 1}: {REVIEWS} reviews at once ({REVIEWS * (QUICK_PER_REVIEW + 1)}"
+            f" checks, concurrency {concurrency}): {ours[-1]:.1f} s, "
+            f"{REVIEWS / ours[-1] * 60:.0f} receipts per minute; the same checks bare: "
+            f"{bare[-1]:.1f} s; ratio {ours[-1] / bare[-1]:.2f}x"
+        )
+    ratio = statistics.median(ours) / statistics.median(bare)
+    print(f"medians: {statistics.median(ours):.1f} s against {statistics.median(bare):.1f} s;"
+          f" ratio {ratio:.2f}x")  # fmt: skip
+    bench_figures.record("throughput", ratio)
+    assert ratio < 10.0, "a regression: the server costs far more than its checks"

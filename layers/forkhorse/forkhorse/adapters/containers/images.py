@@ -48,6 +48,7 @@ CHECK_UID = 1000
 # its own release (`npm_release`).
 DEFAULT_PACKAGES = ("nodejs", "git", "ca-certificates")
 HOST_DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's own tools, for mmdebstrap
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
 INPUTS_LABEL = "org.forkhorse.inputs"
 # Bump when the recipe changes in a way its listed inputs do not show.
@@ -331,8 +332,10 @@ def _default_rootfs(rootfs: Path, cache_dir: Path, log: TextIO, stage: Progress)
     stage(f"npm {NPM_VERSION}: the pinned release from the npm registry, cached per user")
     npm = npm_tarball(cache_dir)
     stage(f"mmdebstrap: Debian {host_suite()} minbase with {' '.join(DEFAULT_PACKAGES)}")
-    # Maintainer scripts that write dates take this one, not the build's.
-    environment = {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+    # Maintainer scripts that write dates take this one, not the build's. The system's own
+    # tools: mmdebstrap runs `env python3` once per essential package (mmtarfilter), and a
+    # pyenv shim first on the PATH made each of those about ten times slower to start.
+    environment = {**os.environ, "SOURCE_DATE_EPOCH": "0", "PATH": SYSTEM_PATH}
     logged(_mmdebstrap_command(rootfs, cache_dir), log, environment)
     prune_package_cache(installed_debs(rootfs), cache_dir / "apt-archives")
     install_npm(rootfs, npm)
