@@ -45,9 +45,8 @@ def review_views(
     shown = [review for review in reviews if may_see_review(caller, review, published)]
     promoted = promotions.done_promotions(project_id, [review.id for review in shown])
     return [
-        review_view(review, None if done is None else done_promotion(*done))
+        review_view(review, done_promotion(*promoted[review.id]) if review.id in promoted else None)
         for review in shown
-        for done in [promoted.get(review.id)]
     ]
 
 
