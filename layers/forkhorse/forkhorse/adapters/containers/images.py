@@ -49,6 +49,8 @@ CHECK_UID = 1000
 DEFAULT_PACKAGES = ("nodejs", "git", "ca-certificates")
 HOST_DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's own tools, for mmdebstrap
+# The user's apt caches, under the cache directory: packages, and the package lists.
+APT_ARCHIVES, APT_LISTS = "apt-archives", "apt-lists"
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
 INPUTS_LABEL = "org.forkhorse.inputs"
 # Bump when the recipe changes in a way its listed inputs do not show.
@@ -337,7 +339,7 @@ def _default_rootfs(rootfs: Path, cache_dir: Path, log: TextIO, stage: Progress)
     # pyenv shim first on the PATH made each of those about ten times slower to start.
     environment = {**os.environ, "SOURCE_DATE_EPOCH": "0", "PATH": SYSTEM_PATH}
     logged(_mmdebstrap_command(rootfs, cache_dir), log, environment)
-    prune_package_cache(installed_debs(rootfs), cache_dir / "apt-archives")
+    prune_package_cache(installed_debs(rootfs), cache_dir / APT_ARCHIVES)
     install_npm(rootfs, npm)
     _finish_rootfs(rootfs)
 
@@ -368,7 +370,7 @@ def _mmdebstrap_command(rootfs: Path, cache_dir: Path) -> list[str]:
     """The host's suite and apt sources, the packages in one apt run, dpkg without fsync (the
     rootfs is scratch until it is archived) or documentation, and the user's package cache
     and package lists synced in and out, so apt downloads only what changed."""
-    archives, lists = cache_dir / "apt-archives", cache_dir / "apt-lists"
+    archives, lists = cache_dir / APT_ARCHIVES, cache_dir / APT_LISTS
     for directory in (archives, lists):
         directory.mkdir(parents=True, exist_ok=True)
     return [
