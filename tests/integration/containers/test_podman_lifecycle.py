@@ -12,6 +12,7 @@ from forkhorse.adapters.containers.common import DEPLOYMENT_LABEL, container_nam
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
+from forkhorse.adapters.containers.removal_log import RemovalLog
 from forkhorse.ports.containers import (
     CleanupUnconfirmed,
     ContainerRefused,
@@ -227,6 +228,75 @@ def test_cleanup_that_cannot_be_confirmed_fails_closed(
     finally:
         PodmanContainerPort(tmp_path / "state", ImageRegistry(IMAGE_HOME), podman).destroy(handle)
     assert containers_of(podman, spec.execution) == []
+
+
+class CountingPodman(Podman):
+    """Records each podman command it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(
+        self, *args: str, stdin: bytes | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[bytes]:
+        self.calls.append(args)
+        return super().run(*args, stdin=stdin, timeout=timeout)
+
+
+def _run_to_destroy(port: PodmanContainerPort, busybox_ref: str, checkout: Path) -> str:
+    spec = spec_for(busybox_ref, "true", checkout)
+    handle = port.start(spec)
+    assert wait_until_done(port, handle) == "exited"
+    assert port.collect(handle).outcome == "passed"
+    port.destroy(handle)
+    return spec.execution
+
+
+def test_podmans_own_removal_event_confirms_cleanup_without_another_podman_call(
+    tmp_path: Path, podman: Podman, busybox_ref: str, checkout: Path
+) -> None:
+    counting = CountingPodman()
+    port = PodmanContainerPort(tmp_path / "state", ImageRegistry(IMAGE_HOME), counting)
+    execution = _run_to_destroy(port, busybox_ref, checkout)
+    assert counting.calls == []
+    assert containers_of(podman, execution) == []
+
+
+def test_without_podmans_event_log_cleanup_is_confirmed_by_asking_podman(
+    tmp_path: Path, podman: Podman, busybox_ref: str, checkout: Path
+) -> None:
+    counting = CountingPodman()
+    unread = RemovalLog(tmp_path / "no-events.log")
+    registry = ImageRegistry(IMAGE_HOME)
+    port = PodmanContainerPort(tmp_path / "state", registry, counting, None, unread)
+    execution = _run_to_destroy(port, busybox_ref, checkout)
+    assert [call[:2] for call in counting.calls] == [("container", "exists")]
+    assert containers_of(podman, execution) == []
+
+
+def test_a_removal_log_others_could_write_confirms_nothing(
+    tmp_path: Path, podman: Podman, busybox_ref: str, checkout: Path
+) -> None:
+    """A forged `remove` line for a live container, in a log anyone may write: cleanup still
+    asks podman, finds the container, and fails closed."""
+    forged = tmp_path / "events.log"
+    forged.write_bytes(b"")
+    removals = RemovalLog(forged)
+    stubborn = PodmanContainerPort(
+        tmp_path / "state", ImageRegistry(IMAGE_HOME), StubbornPodman(), None, removals
+    )
+    spec = spec_for(busybox_ref, "sleep 60", checkout)
+    handle = stubborn.start(spec)
+    line = {"ID": handle.container_id, "Status": "remove", "Type": "container"}
+    forged.write_text(json.dumps(line) + "\n")
+    forged.chmod(0o666)
+    try:
+        with pytest.raises(CleanupUnconfirmed):
+            stubborn.destroy(handle)
+        assert containers_of(podman, spec.execution) == [handle.container_id]
+    finally:
+        PodmanContainerPort(tmp_path / "state", ImageRegistry(IMAGE_HOME), podman).destroy(handle)
 
 
 def test_start_needs_a_checkout_directory(

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -373,11 +374,15 @@ class _Execution:
         return self._task("QuickRecord", steps.quick_record, dropped)
 
     def _full(self, item: FullItem) -> FullResult:
-        with self._ticket.slot("full"):
+        with ExitStack() as slot:
+            slot.enter_context(self._ticket.slot("full"))
             state = self._task("FullStart", steps.full_start, item)
             try:
                 while not state.done:
-                    self._await_end(state)
+                    if self._await_end(state):
+                        # Collecting the ended container and confirming it gone runs no
+                        # check: the next check takes the slot meanwhile.
+                        slot.close()
                     state = self._task("FullPoll", steps.full_poll, state)
             except Cancelled:
                 if state.handle is not None:
@@ -385,12 +390,14 @@ class _Execution:
                 raise
         return state.finished()
 
-    def _await_end(self, state: FullProgress) -> None:
-        """Until the container ends or a poll interval passes (the Wait state's), looking for
-        a cancellation every few milliseconds; the next poll comes as soon as it ends."""
+    def _await_end(self, state: FullProgress) -> bool:
+        """Until the container ends (True) or a poll interval passes (the Wait state's),
+        looking for a cancellation every few milliseconds; the next poll comes as soon as it
+        ends."""
         assert state.handle is not None  # a started check that is not done has its handle
         give_up = time.monotonic() + (state.poll_seconds or self._deps.poll_seconds)
         while (left := give_up - time.monotonic()) > 0:
             if self._deps.containers.wait(state.handle, min(left, CANCEL_CHECK_SECONDS)):
-                return
+                return True
             self._ticket.check()
+        return False

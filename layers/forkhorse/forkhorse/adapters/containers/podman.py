@@ -42,6 +42,7 @@ from forkhorse.adapters.containers.common import (
 )
 from forkhorse.adapters.containers.images import CHECK_UID, ImageRegistry
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
+from forkhorse.adapters.containers.removal_log import RemovalLog
 from forkhorse.adapters.containers.seccomp_profile import write_check_profile
 from forkhorse.adapters.containers.streams import drain_in_background
 from forkhorse.adapters.containers.workspace import (
@@ -125,12 +126,14 @@ class PodmanContainerPort:
         images: ImageRegistry | None = None,
         podman: Podman | None = None,
         limits: ContainerLimits | None = None,
+        removals: RemovalLog | None = None,
     ) -> None:
         self._runs_dir = state_dir / RUNS_DIR
         self.deployment = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:16]
         self._images = images or ImageRegistry(state_dir)
         self._podman = podman or Podman()
         self._limits = limits or CONTAINER
+        self._removals = removals or RemovalLog()
         self._seccomp_profile = state_dir / SECCOMP_PROFILE
         self._attempts = Attempts()
         self._lock = threading.Lock()
@@ -411,12 +414,15 @@ class PodmanContainerPort:
         self._remove_run_dir(container_name(handle.execution, handle.check))
 
     def _remove(self, container_id: str) -> None:
-        """Remove and confirm: `container exists` must answer "no" (exit code 1)."""
+        """Remove, and confirm it is gone."""
         self._podman.run("rm", "--force", "--time", "0", "--ignore", container_id)
         if not self._gone(container_id):
             raise CleanupUnconfirmed()
 
     def _gone(self, container_id: str) -> bool:
+        """podman logged its removal, or `container exists` answers "no" (exit code 1)."""
+        if self._removals.removed(container_id):
+            return True
         return self._podman.run("container", "exists", container_id).returncode == 1
 
     def _remove_run_dir(self, name: str) -> None:
