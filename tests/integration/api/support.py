@@ -7,7 +7,7 @@ import base64
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,9 @@ class ShiftClock:
 class Client:
     base: str
     token: str | None = None
+    # One kept-alive session, for a client that calls from one thread; else a fresh
+    # connection per call.
+    session: requests.Session | None = field(default=None, compare=False, repr=False)
 
     def call(
         self,
@@ -69,7 +72,8 @@ class Client:
         if bearer:
             sent["Authorization"] = f"Bearer {bearer}"
         sent.update(headers or {})
-        response = requests.request(method, self.base + path, json=body, headers=sent, timeout=120)
+        sender = self.session or requests
+        response = sender.request(method, self.base + path, json=body, headers=sent, timeout=120)
         try:
             payload = response.json()
         except ValueError:
