@@ -1,7 +1,11 @@
 """Principals, projects (legacy settings), members, forks, packets and claims."""
 
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+import pytest
 from forkhorse.domain.model import (
     LEGACY_SETTINGS,
     Fork,
@@ -11,6 +15,7 @@ from forkhorse.domain.model import (
     ProjectSettings,
 )
 from forkhorse.ports.store import Store
+from forkhorse.ports.store.projects import ForkLimitReached
 
 from tests.support.store import T0
 
@@ -90,6 +95,38 @@ def test_members_forks_and_packets_round_trip(store: Store) -> None:
     assert store.get_packet("p", "k1") == packet
     assert store.list_packets("p") == [packet]
     assert store.list_packets("other") == []
+
+
+def _fork(fork_id: str, agent: str = "a1", project: str = "p") -> Fork:
+    return Fork(id=fork_id, project_id=project, name=fork_id, owner_agent_id=agent, created_at=T0)
+
+
+def test_an_agents_forks_in_a_project_are_bounded(store: Store) -> None:
+    for index in range(3):
+        assert store.create_fork(_fork(f"f{index}"), per_agent=3)
+    with pytest.raises(ForkLimitReached):
+        store.create_fork(_fork("f3"), per_agent=3)
+    assert [fork.id for fork in store.list_forks("p")] == ["f0", "f1", "f2"]
+    assert not store.create_fork(_fork("f0"), per_agent=3), "an existing id is not refused"
+    assert store.create_fork(_fork("g0", agent="a2"), per_agent=3), "another agent's count"
+    assert store.create_fork(_fork("f3", project="q"), per_agent=3), "another project's count"
+
+
+def test_concurrent_forks_never_pass_the_bound(store: Store) -> None:
+    """Twelve requests at once for an agent allowed four: four forks, eight refusals."""
+    start = threading.Barrier(12, timeout=30)
+
+    def create(index: int) -> str:
+        start.wait()
+        try:
+            return "created" if store.create_fork(_fork(f"f{index}"), per_agent=4) else "exists"
+        except ForkLimitReached:
+            return "refused"
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        outcomes = Counter(pool.map(create, range(12)))
+    assert outcomes == Counter(created=4, refused=8)
+    assert len(store.list_forks("p")) == 4
 
 
 def test_claims_are_leases_that_only_their_agent_renews(store: Store) -> None:

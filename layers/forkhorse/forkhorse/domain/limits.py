@@ -159,6 +159,17 @@ class ContainerLimits:
     user_processes: int = 512  # RLIMIT_NPROC
 
 
+# --- forks ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ForkLimits:
+    """Each fork is a repository and a row `/state` lists, so an agent's are bounded."""
+
+    per_agent: int = 16  # forks one agent may create in one project
+
+
+FORKS = ForkLimits()
+
+
 # --- the local run queue --------------------------------------------------------------------
 @dataclass(frozen=True)
 class QueueLimits:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from forkhorse.domain.limits import FORKS
 from forkhorse.domain.model import (
     Claim,
     Fork,
@@ -13,6 +14,7 @@ from forkhorse.domain.model import (
     ProjectPolicy,
     ProjectSettings,
 )
+from forkhorse.ports.store.projects import ForkLimitReached
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
 from forkhorse.service.identity import Caller, new_id, new_token, token_hash
@@ -43,6 +45,7 @@ from forkhorse.service.views import (
     project_view,
 )
 
+FORK_LIMIT_MESSAGE = f"Refused: an agent may create at most {FORKS.per_agent} forks in a project."
 _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
 
 
@@ -164,10 +167,19 @@ class Projects:
             owner_agent_id=caller.id,
             created_at=self._c.clock.now(),
         )
+        if self._forks_of(caller.id, project.id) >= FORKS.per_agent:
+            raise Conflict(FORK_LIMIT_MESSAGE)  # before the repository: nothing is created
         head = self._c.repos(project.id).create_fork(fork.id)
-        if not self._c.store.create_fork(fork):
+        try:
+            created = self._c.store.create_fork(fork)
+        except ForkLimitReached:
+            raise Conflict(FORK_LIMIT_MESSAGE) from None  # a concurrent request took the last
+        if not created:
             raise Conflict("That fork already exists.")
         return ForkBody(fork=fork_view(fork, head, self._c.settings.public_url))
+
+    def _forks_of(self, agent_id: str, project_id: str) -> int:
+        return sum(fork.owner_agent_id == agent_id for fork in self._c.store.list_forks(project_id))
 
     def create_packet(self, caller: Caller, project_id: str, title: str) -> PacketBody:
         project = self._c.owned_project(caller, project_id, "create packets")

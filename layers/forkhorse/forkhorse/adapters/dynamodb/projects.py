@@ -3,7 +3,15 @@ packets in DynamoDB."""
 
 from pydantic import BaseModel
 
-from forkhorse.adapters.dynamodb.table import DynamoDbTable, Item, item_key, json_attr, str_attr
+from forkhorse.adapters.dynamodb.table import (
+    DynamoDbTable,
+    Item,
+    item_key,
+    json_attr,
+    num_attr,
+    str_attr,
+)
+from forkhorse.domain.limits import FORKS
 from forkhorse.domain.model import (
     Fork,
     Packet,
@@ -12,6 +20,7 @@ from forkhorse.domain.model import (
     ProjectSettings,
     with_effective_settings,
 )
+from forkhorse.ports.store.projects import ForkLimitReached
 
 
 class DynamoDbProjects(DynamoDbTable):
@@ -74,10 +83,24 @@ class DynamoDbProjects(DynamoDbTable):
         items = self._query(f"PROJECT#{project_id}", "MEMBER#")
         return [str(item["agentId"]["S"]) for item in items]
 
-    def create_fork(self, fork: Fork) -> bool:
-        return self._put_new(
-            {**item_key(f"PROJECT#{fork.project_id}", f"FORK#{fork.id}"), "data": json_attr(fork)}
-        )
+    def create_fork(self, fork: Fork, per_agent: int = FORKS.per_agent) -> bool:
+        """The fork and its agent's count in the project, in one transaction."""
+        project = f"PROJECT#{fork.project_id}"
+        counted = {
+            "Update": {
+                "TableName": self._table,
+                "Key": item_key(project, f"AGENTFORKS#{fork.owner_agent_id}"),
+                "UpdateExpression": "ADD forks :one",
+                "ConditionExpression": "attribute_not_exists(forks) OR forks < :limit",
+                "ExpressionAttributeValues": {":one": num_attr(1), ":limit": num_attr(per_agent)},
+            }
+        }
+        fork_item = {**item_key(project, f"FORK#{fork.id}"), "data": json_attr(fork)}
+        if self._transact(self._put_if_new(fork_item), counted):
+            return True
+        if self.get_fork(fork.project_id, fork.id) is None:
+            raise ForkLimitReached()  # forks are never deleted: the count refused it
+        return False
 
     def get_fork(self, project_id: str, fork_id: str) -> Fork | None:
         data = self._data(f"PROJECT#{project_id}", f"FORK#{fork_id}")

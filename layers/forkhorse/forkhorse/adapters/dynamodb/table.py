@@ -8,7 +8,8 @@ Layout (pk / sk):
                PROMOTION#<id>, PROMOTION-FENCE, LEDGER#<promoted>#<promotion>, LEASE,
                LATEST#<fork>#<packet> (reviewId, createdUs: the active review of a packet
                from a fork, so `/state` reads the active set without the history),
-               PUBLISHED#<commit> (a done promotion put it on canonical)
+               PUBLISHED#<commit> (a done promotion put it on canonical),
+               AGENTFORKS#<agent> (`forks`: how many forks the agent created there)
   REVIEWS#<p> / REVIEW#<created>#<id>  the project's review history (pointers), apart from
                                        the project's own partition
   CLAIM#<packet> / CLAIM               the packet's claim (agentId, untilUs)

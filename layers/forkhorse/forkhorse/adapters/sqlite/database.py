@@ -47,6 +47,7 @@ CREATE INDEX IF NOT EXISTS ledger_by_project ON ledger (project_id, seq);
 CREATE INDEX IF NOT EXISTS ledger_by_promotion ON ledger (project_id, data ->> '$.promotion_id');
 CREATE INDEX IF NOT EXISTS ledger_by_review ON ledger (project_id, data ->> '$.review_id', seq);
 CREATE INDEX IF NOT EXISTS ledger_by_commit ON ledger (project_id, data ->> '$.commit');
+CREATE INDEX IF NOT EXISTS forks_by_agent ON forks (project_id, data ->> '$.owner_agent_id');
 CREATE TABLE IF NOT EXISTS leases (
     project_id TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL,
     data TEXT NOT NULL);

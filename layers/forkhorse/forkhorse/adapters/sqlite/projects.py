@@ -3,6 +3,7 @@
 from pydantic import BaseModel
 
 from forkhorse.adapters.sqlite.database import SqliteDatabase, dump
+from forkhorse.domain.limits import FORKS
 from forkhorse.domain.model import (
     Fork,
     Packet,
@@ -11,6 +12,7 @@ from forkhorse.domain.model import (
     ProjectSettings,
     with_effective_settings,
 )
+from forkhorse.ports.store.projects import ForkLimitReached
 
 
 class SqliteProjects(SqliteDatabase):
@@ -53,10 +55,16 @@ class SqliteProjects(SqliteDatabase):
         sql = "SELECT agent_id FROM members WHERE project_id = ? ORDER BY agent_id"
         return self._all(sql, project_id)
 
-    def create_fork(self, fork: Fork) -> bool:
-        return self._insert(
-            "INSERT OR IGNORE INTO forks VALUES (?, ?, ?)", fork.project_id, fork.id, dump(fork)
+    def create_fork(self, fork: Fork, per_agent: int = FORKS.per_agent) -> bool:
+        inserted = self._insert(
+            "INSERT OR IGNORE INTO forks SELECT ?, ?, ? WHERE (SELECT COUNT(*) FROM forks"
+            " WHERE project_id = ? AND data ->> '$.owner_agent_id' = ?) < ?",
+            *(fork.project_id, fork.id, dump(fork)),
+            *(fork.project_id, fork.owner_agent_id, per_agent),
         )
+        if not inserted and self.get_fork(fork.project_id, fork.id) is None:
+            raise ForkLimitReached()  # forks are never deleted: the count refused it
+        return inserted
 
     def get_fork(self, project_id: str, fork_id: str) -> Fork | None:
         sql = "SELECT data FROM forks WHERE project_id = ? AND id = ?"

@@ -3,7 +3,12 @@ forks and packets."""
 
 from typing import Protocol
 
+from forkhorse.domain.limits import FORKS
 from forkhorse.domain.model import Fork, Packet, Project, ProjectPolicy, ProjectSettings
+
+
+class ForkLimitReached(Exception):
+    """The fork's agent already has as many forks in the project as it may."""
 
 
 class ProjectStore(Protocol):
@@ -29,8 +34,9 @@ class ProjectStore(Protocol):
 
     def list_members(self, project_id: str) -> list[str]: ...
 
-    def create_fork(self, fork: Fork) -> bool:
-        """False if the fork id exists in its project."""
+    def create_fork(self, fork: Fork, per_agent: int = FORKS.per_agent) -> bool:
+        """False if the fork id exists in its project. Raises `ForkLimitReached` when its
+        agent has `per_agent` forks there already; the count and the insert are atomic."""
         ...
 
     def get_fork(self, project_id: str, fork_id: str) -> Fork | None: ...
