@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from forkhorse.adapters.git.disk import DiskGitStore
 from forkhorse.domain.limits import FORKS
 from forkhorse.service.errors import Conflict
 
@@ -11,7 +12,9 @@ from tests.support.service import Fast, wire
 
 def _repositories(fast: Fast, project: str) -> set[str]:
     """The repositories under the project's git directory, canonical and forks."""
-    root = fast.repos(project).repo_path(None).parent
+    repos = fast.repos(project)
+    assert isinstance(repos, DiskGitStore)
+    root = repos.repo_path(None).parent
     return {str(head.parent) for head in root.rglob("HEAD")}
 
 
