@@ -129,6 +129,20 @@ def test_concurrent_forks_never_pass_the_bound(store: Store) -> None:
     assert len(store.list_forks("p")) == 4
 
 
+def test_live_claims_are_read_at_once_and_only_live_ones_count(store: Store) -> None:
+    ttl = timedelta(minutes=10)
+    packets = [f"k{index:03d}" for index in range(120)]  # more than one DynamoDB batch
+    for index, packet in enumerate(packets):
+        assert store.claim_packet(packet, f"a{index % 3}", ttl, T0) is not None
+    assert store.release_claim("k000", "a0")
+    assert store.claim_packet("k001", "a1", timedelta(minutes=1), T0) is not None
+    later = T0 + timedelta(minutes=5)
+    live = store.live_claims([*packets, "unknown", "k002"], later)
+    assert sorted(live) == packets[2:]
+    assert live["k002"] == store.live_claim("k002", later)
+    assert store.live_claims([], later) == {}
+
+
 def test_claims_are_leases_that_only_their_agent_renews(store: Store) -> None:
     first = store.claim_packet("k1", "a1", TTL, T0)
     assert first is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from forkhorse.domain.limits import FORKS
 from forkhorse.domain.model import (
@@ -14,6 +15,7 @@ from forkhorse.domain.model import (
     ProjectPolicy,
     ProjectSettings,
 )
+from forkhorse.ports.store import Store
 from forkhorse.ports.store.projects import ForkLimitReached
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
@@ -26,6 +28,7 @@ from forkhorse.service.responses import (
     MemberBody,
     MemberView,
     PacketBody,
+    PacketState,
     PolicyBody,
     ProjectBody,
     ProjectList,
@@ -52,6 +55,13 @@ _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
 def _slug(name: str, fallback: str) -> str:
     slug = _SLUG_JUNK.sub("-", name.lower()).strip("-")[:40].strip("-")
     return slug or fallback
+
+
+def _packet_states(store: Store, project_id: str, now: datetime) -> list[PacketState]:
+    """Every packet with its live claim, the claims read at once."""
+    packets = store.list_packets(project_id)
+    claims = store.live_claims([packet.id for packet in packets], now)
+    return [packet_state(packet, claims.get(packet.id)) for packet in packets]
 
 
 class Projects:
@@ -140,10 +150,7 @@ class Projects:
                 for fork in store.list_forks(project.id)
                 if caller.is_owner or fork.owner_agent_id == caller.id
             ],
-            packets=[
-                packet_state(packet, store.live_claim(packet.id, now))
-                for packet in store.list_packets(project.id)
-            ],
+            packets=_packet_states(store, project.id, now),
             reviews=review_views(caller, store, project.id, store.list_active_reviews(project.id)),
             ledger=ledger,
             ledger_next=ledger_next,

@@ -60,6 +60,11 @@ class DynamoDbLeases(DynamoDbTable):
         claim = None if item is None else Claim.model_validate_json(item["data"]["S"])
         return claim if claim is not None and claim.is_live(now) else None
 
+    def live_claims(self, packet_ids: list[str], now: datetime) -> dict[str, Claim]:
+        items = self._batch_get([claim_key(packet_id) for packet_id in set(packet_ids)])
+        held = (Claim.model_validate_json(item["data"]["S"]) for item in items)
+        return {claim.packet_id: claim for claim in held if claim.is_live(now)}
+
     # --- the workflow lease ----------------------------------------------------------
     def _lease(self, project_id: str) -> Lease | None:
         item = self._get(lease_key(project_id))

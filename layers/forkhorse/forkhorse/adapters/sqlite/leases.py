@@ -1,5 +1,6 @@
 """Claims on packets and the per-project workflow lease in SQLite."""
 
+import json
 import sqlite3
 from datetime import datetime, timedelta
 
@@ -44,6 +45,14 @@ class SqliteLeases(SqliteDatabase):
     def live_claim(self, packet_id: str, now: datetime) -> Claim | None:
         held = claim_in(self._conn(), packet_id)
         return held if held is not None and held.is_live(now) else None
+
+    def live_claims(self, packet_ids: list[str], now: datetime) -> dict[str, Claim]:
+        rows = self._conn().execute(
+            "SELECT data FROM claims WHERE packet_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(packet_ids),),
+        )
+        held = (Claim.model_validate_json(data) for (data,) in rows)
+        return {claim.packet_id: claim for claim in held if claim.is_live(now)}
 
     # --- the workflow lease ----------------------------------------------------------
     def _save_lease(self, conn: sqlite3.Connection, lease: Lease) -> None:

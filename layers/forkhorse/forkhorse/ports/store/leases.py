@@ -24,6 +24,10 @@ class LeaseStore(Protocol):
 
     def live_claim(self, packet_id: str, now: datetime) -> Claim | None: ...
 
+    def live_claims(self, packet_ids: list[str], now: datetime) -> dict[str, Claim]:
+        """The live claims among these packets, by packet id, in one read."""
+        ...
+
     # --- the per-project workflow lease ---------------------------------------------
     def acquire_lease(
         self, project_id: str, holder: str, ttl: timedelta, now: datetime

@@ -1,10 +1,14 @@
-"""An agent's forks in a project are bounded: each is a repository and a row of `/state`."""
+"""An agent's forks in a project are bounded (each is a repository and a row of `/state`);
+`/state` reads the packets' claims in one read, not one per packet."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import pytest
 from forkhorse.adapters.git.disk import DiskGitStore
 from forkhorse.domain.limits import FORKS
+from forkhorse.domain.model import Claim
 from forkhorse.service.errors import Conflict
 
 from tests.support.service import Fast, wire
@@ -35,3 +39,29 @@ def test_an_agent_past_its_forks_is_refused_and_nothing_is_created(fast: Fast) -
     assert len(fast.state(project)["forks"]) == FORKS.per_agent
     other = fast.agent(project)
     assert fast.service.projects.create_fork(other, project, "theirs").fork.id
+
+
+def test_state_reads_every_packets_claim_at_once(
+    fast: Fast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = fast.project(True)
+    lanes = [fast.lane(project) for _ in range(5)]
+    store = fast.runtime.store
+    reads: list[int] = []
+    single, batched = store.live_claim, store.live_claims
+
+    def one(packet_id: str, now: datetime) -> Claim | None:
+        reads.append(1)
+        return single(packet_id, now)
+
+    def many(packet_ids: list[str], now: datetime) -> dict[str, Claim]:
+        reads.append(len(packet_ids))
+        return batched(packet_ids, now)
+
+    monkeypatch.setattr(store, "live_claim", one)
+    monkeypatch.setattr(store, "live_claims", many)
+    packets = fast.state(project)["packets"]
+    assert reads == [5], "one read for the five packets' claims"
+    assert sorted(packet["claim"]["agentId"] for packet in packets) == sorted(
+        lane.agent.id for lane in lanes
+    )
