@@ -11,9 +11,10 @@ check. Podman round trips per check are the ones the guarantees need: one attach
 run` (its create is atomic on the unique name, so it is also the refusal of a second
 container; the cidfile it writes on creation gives the id; with the passthrough log driver
 the container's stdout and stderr are our pipes, bounded as they are read; with `--rm` it
-removes the container once it ends and exits with the container's own exit code), then
-`container exists` (confirmed cleanup; `rm` first only when the container may still be
-there). `image exists` runs once per image reference and again only when a run creates no
+removes the container once it ends and exits with the container's own exit code). Its
+`remove` event in podman's event log confirms cleanup (removal_log.py); only without it is
+`container exists` asked (`rm` first only when the container may still be there). `image
+exists` runs once per image reference and again only when a run creates no
 container.
 """
 
