@@ -35,7 +35,7 @@ from tests.integration.containers.helpers import containers_of
 from tests.integration.runner.scenarios import checks_file, full
 from tests.integration.runner.test_faults import _start_crash_worker
 from tests.support.live import Server, new_lane, new_project
-from tests.support.runner import CountingContainers, World, seed_project
+from tests.support.runner import World, running_world
 
 GATE_SECONDS = 60.0  # a fake step never blocks longer, even if a test fails first
 POLL_SECONDS = 0.02
@@ -259,17 +259,9 @@ SHORT: dict[str, str | bytes] = {".forkhorse/checks": checks_file(full("short", 
 @pytest.fixture
 def small_queue(tmp_path: Path, busybox_ref: str) -> Iterator[World]:
     """The real runtime with an agent queue of two, so the bound is reached quickly."""
-    registry = ImageRegistry(tmp_path / "images")
-    registry.record("busybox", busybox_ref)
-    home = tmp_path / "home"
-    containers = CountingContainers(home, registry)
-    runtime = build_local_runtime(
-        home, images=registry, containers=containers, queue=QueueLimits(queued_per_agent=2)
-    )
-    seed_project(runtime)
-    yield World(runtime, containers)
-    runtime.close()
-    containers.cleanup_orphans(frozenset())
+    queue = QueueLimits(queued_per_agent=2)
+    with running_world(tmp_path, busybox_ref, queue=queue) as running:
+        yield running
 
 
 def _running_container(world: World, run: RunRef) -> None:

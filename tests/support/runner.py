@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.containers.podman import PodmanContainerPort
+from forkhorse.domain.limits import QueueLimits
 from forkhorse.domain.model import Fork, Packet, Principal, Project, ProjectSettings, Review
 from forkhorse.domain.receipts import ReceiptRecord, running_summary
 from forkhorse.domain.run import RunRef
@@ -126,14 +128,28 @@ def seed_project(runtime: LocalRuntime) -> None:
     runtime.git.store(PROJECT).create_canonical()
 
 
-@pytest.fixture
-def world(tmp_path: Path, busybox_ref: str) -> Iterator[World]:
+@contextmanager
+def running_world(
+    tmp_path: Path,
+    busybox_ref: str,
+    containers_type: type[CountingContainers] = CountingContainers,
+    queue: QueueLimits | None = None,
+) -> Iterator[World]:
+    """The real local runtime over podman, its project seeded; closed and cleaned after."""
     registry = ImageRegistry(tmp_path / "images")
     registry.record("busybox", busybox_ref)
     home = tmp_path / "home"
-    containers = CountingContainers(home, registry)
-    runtime = build_local_runtime(home, images=registry, containers=containers)
+    containers = containers_type(home, registry)
+    runtime = build_local_runtime(home, images=registry, containers=containers, queue=queue)
     seed_project(runtime)
-    yield World(runtime, containers)
-    runtime.close()
-    containers.cleanup_orphans(frozenset())
+    try:
+        yield World(runtime, containers)
+    finally:
+        runtime.close()
+        containers.cleanup_orphans(frozenset())
+
+
+@pytest.fixture
+def world(tmp_path: Path, busybox_ref: str) -> Iterator[World]:
+    with running_world(tmp_path, busybox_ref) as running:
+        yield running

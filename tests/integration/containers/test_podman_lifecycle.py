@@ -15,6 +15,7 @@ from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman
 from forkhorse.adapters.containers.removal_log import RemovalLog
 from forkhorse.ports.containers import (
     CleanupUnconfirmed,
+    ContainerHandle,
     ContainerRefused,
     ContainerStartFailed,
     ImageUnresolved,
@@ -215,18 +216,29 @@ class StubbornPodman(Podman):
         return super().run(*args, stdin=stdin, timeout=timeout)
 
 
+def _fails_closed(
+    stubborn: PodmanContainerPort,
+    handle: ContainerHandle,
+    execution: str,
+    tmp_path: Path,
+    podman: Podman,
+) -> None:
+    """Destroy refuses to confirm, the container is still there; a real port removes it."""
+    try:
+        with pytest.raises(CleanupUnconfirmed):
+            stubborn.destroy(handle)
+        assert containers_of(podman, execution) == [handle.container_id]
+    finally:
+        PodmanContainerPort(tmp_path / "state", ImageRegistry(IMAGE_HOME), podman).destroy(handle)
+
+
 def test_cleanup_that_cannot_be_confirmed_fails_closed(
     tmp_path: Path, podman: Podman, busybox_ref: str, checkout: Path
 ) -> None:
     stubborn = PodmanContainerPort(tmp_path / "state", ImageRegistry(IMAGE_HOME), StubbornPodman())
     spec = spec_for(busybox_ref, "sleep 60", checkout)
     handle = stubborn.start(spec)
-    try:
-        with pytest.raises(CleanupUnconfirmed):
-            stubborn.destroy(handle)
-        assert containers_of(podman, spec.execution) == [handle.container_id]
-    finally:
-        PodmanContainerPort(tmp_path / "state", ImageRegistry(IMAGE_HOME), podman).destroy(handle)
+    _fails_closed(stubborn, handle, spec.execution, tmp_path, podman)
     assert containers_of(podman, spec.execution) == []
 
 
@@ -291,12 +303,7 @@ def test_a_removal_log_others_could_write_confirms_nothing(
     line = {"ID": handle.container_id, "Status": "remove", "Type": "container"}
     forged.write_text(json.dumps(line) + "\n")
     forged.chmod(0o666)
-    try:
-        with pytest.raises(CleanupUnconfirmed):
-            stubborn.destroy(handle)
-        assert containers_of(podman, spec.execution) == [handle.container_id]
-    finally:
-        PodmanContainerPort(tmp_path / "state", ImageRegistry(IMAGE_HOME), podman).destroy(handle)
+    _fails_closed(stubborn, handle, spec.execution, tmp_path, podman)
 
 
 def test_start_needs_a_checkout_directory(

@@ -9,13 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.domain.limits import QueueLimits
 from forkhorse.ports.containers import ContainerHandle, ContainerSpec
-from forkhorse.wiring.local import build_local_runtime
 
 from tests.integration.runner.scenarios import checks_file, full
-from tests.support.runner import CountingContainers, World, seed_project
+from tests.support.runner import CountingContainers, World, running_world
 
 pytestmark = pytest.mark.podman
 HOLD_SECONDS = 20.0  # how long the first cleanup waits for the next container, at most
@@ -63,17 +61,8 @@ class HeldCleanup(CountingContainers):
 
 @pytest.fixture
 def held(tmp_path: Path, busybox_ref: str) -> Iterator[World]:
-    registry = ImageRegistry(tmp_path / "images")
-    registry.record("busybox", busybox_ref)
-    home = tmp_path / "home"
-    containers = HeldCleanup(home, registry)
-    runtime = build_local_runtime(
-        home, images=registry, containers=containers, queue=ONE_CHECK_AT_A_TIME
-    )
-    seed_project(runtime)
-    yield World(runtime, containers)
-    runtime.close()
-    containers.cleanup_orphans(frozenset())
+    with running_world(tmp_path, busybox_ref, HeldCleanup, ONE_CHECK_AT_A_TIME) as running:
+        yield running
 
 
 def test_the_next_check_starts_while_an_ended_container_is_confirmed_gone(held: World) -> None:
