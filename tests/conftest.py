@@ -1,21 +1,17 @@
-"""Fixtures shared across suites live in tests/support/ and are registered here, once; the
-`podman` and `browser` markers follow from the fixtures a test uses, so they always match;
-`serial` from the module."""
+"""What every session shares: the `podman`, `browser` and `sandbox` markers, which follow from
+the fixtures a test uses so they always match; `serial` from the module; the xdist
+scheduler (tests/support/parallel.py); and the check that a session leaves nothing behind.
+
+Shared fixtures are not registered here: each layer's conftest imports those it uses
+(tests/support/fixtures.py), so a unit session starts without moto, playwright or podman."""
+
+from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = [
-    "tests.support.containers",
-    "tests.support.live",
-    "tests.support.console",
-    "tests.support.runner",
-    "tests.support.gitserve",
-    "tests.support.lambda_api",
-    "tests.support.promote",
-    "tests.support.service",
-    "tests.support.parallel",
-    "tests.support.api_world",
-]
+from tests.support.leaks import settled_leftovers
+
+pytest_plugins = ["tests.support.parallel"]
 
 # A test that uses the fixture (even through another fixture) needs what the marker names.
 # `server` and `world` run real quick checks, in bubblewrap.
@@ -49,3 +45,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             marker = MARKER_OF_FIXTURE.get(fixture)
             if marker and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Torn down last: no process, container or mount of this session may outlive it.
+    Containers are looked for when a collected test can start one (the `podman` marker)."""
+    basetemp = tmp_path_factory.getbasetemp()
+    yield
+    podman = any(item.get_closest_marker("podman") for item in request.session.items)
+    left = settled_leftovers(basetemp, containers=podman)
+    assert not left, "the session left behind:\n" + "\n".join(left)

@@ -3,8 +3,11 @@
 1. the local Lambda base image (built once, then cached);
 2. `sam build`;
 3. the Docker API (podman system service) and moto_server, both stopped on the way out;
-4. `sam local invoke` of every function with its sample event, asserting the responses;
-5. `sam local start-api` on loopback, walking the API scenario.
+4. `sam local start-lambda` on loopback, each function's container kept warm: every function
+   invoked with its sample event through boto3's Lambda client, asserting the responses;
+5. `sam local start-api` on loopback, walking the API scenario (its state machine steps go
+   through the same start-lambda);
+6. no container of the run is left once both servers have stopped.
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ def main() -> int:
     try:
         api_timings = exercise(sam, podman)
     finally:
+        left = leftover_containers(podman)
         prune_superseded_images(podman)
+    if left:
+        raise SystemExit(f"sam-local: containers left behind: {left}")
     report(sam)
     print(
         f"sam-local: ApiFunction under start-api: cold {api_timings['cold']:.2f} s, "
@@ -53,8 +59,18 @@ def exercise(sam: Sam, podman: Podman) -> dict[str, float]:
         aws_local.create_resources()
         sam.docker_host = docker_host
         sam.env_vars = write_env_vars(STATE / "env-vars.json", moto.container_url)
-        invokes.invoke_every_function(sam)
-        return walk.walk(sam)
+        with sam.start_lambda(aws_local.free_loopback_port()):
+            invokes.invoke_every_function(sam)
+            return walk.walk(sam)
+
+
+def leftover_containers(podman: Podman) -> list[str]:
+    """Containers of the Lambda images (they inherit the base image's label), removed so
+    the next run starts clean, and named so this run fails."""
+    listed = podman.output("ps", "--all", "--quiet", "--filter", f"label={KEY_LABEL}").split()
+    if listed:
+        podman.run("rm", "--force", "--time", "0", *listed)
+    return listed
 
 
 def prune_superseded_images(podman: Podman) -> None:
@@ -66,7 +82,7 @@ def prune_superseded_images(podman: Podman) -> None:
 def report(sam: Sam) -> None:
     for function, seconds in sorted(sam.timings.items()):
         shown = ", ".join(f"{value:.1f} s" for value in seconds)
-        print(f"sam-local: sam local invoke {function}: {shown}", flush=True)
+        print(f"sam-local: invoke {function}: {shown}", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
 import yaml
 from aws_local import FAKE_CREDENTIALS
+from botocore.config import Config
 from engine import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +31,7 @@ PARAMETERS = (
 )
 # SAM passes a function only the variables that its template declares.
 ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL"
+INVOKE_TIMEOUT = 300  # a cold container on a loaded machine; no invoke retries
 
 
 def _python313_dir() -> str:
@@ -42,6 +45,7 @@ class Sam:
     docker_host: str = ""
     env_vars: Path | None = None
     timings: dict[str, list[float]] = field(default_factory=dict)
+    lambda_client: Any = None  # set inside start_lambda()
 
     @property
     def template(self) -> Path:
@@ -79,65 +83,84 @@ class Sam:
         ]  # fmt: skip
 
     def invoke(self, function: str, event: Path, raises: str | None = None) -> dict[str, Any]:
-        """`sam local invoke` one function with one event; its JSON response. A function
-        error is a failure, unless it is the one expected (`raises`), whose payload is
-        then the response."""
-        started = time.monotonic()
-        completed = subprocess.run(
-            [str(SAM), "local", "invoke", function, "--event", str(event), *self.local_args()],
-            cwd=ROOT, env=self.environment(), capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        self.timings.setdefault(function, []).append(time.monotonic() - started)
-        output = completed.stdout.strip().splitlines()
-        if completed.returncode != 0 or not output:
-            raise AssertionError(
-                f"sam local invoke {function} exited {completed.returncode}:\n"
-                f"{completed.stderr[-4000:]}"
-            )
-        response: dict[str, Any] = json.loads(output[-1])
-        if response.get("errorType") != raises:
-            raise AssertionError(
-                f"{function} raised {response.get('errorType')} (expected {raises}): "
-                f"{response.get('errorMessage')}\n"
-                f"{completed.stderr[-4000:]}"
-            )
-        return response
+        """Invoke one function with a sample event file; see `invoke_with`."""
+        return self.invoke_with(function, json.loads(event.read_text(encoding="utf-8")), raises)
 
     def invoke_with(
         self, function: str, event: dict[str, Any], raises: str | None = None
     ) -> dict[str, Any]:
-        """Invoke with an event made here, as Step Functions would pass it on."""
-        path = self.build_dir.parent / "events" / f"{function}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(event), encoding="utf-8")
-        return self.invoke(function, path, raises)
+        """Invoke one function through `sam local start-lambda`; its JSON response. A
+        function error is a failure, unless it is the one expected (`raises`), whose payload
+        is then the response."""
+        assert self.lambda_client is not None, "invoke inside start_lambda()"
+        started = time.monotonic()
+        answer = self.lambda_client.invoke(FunctionName=function, Payload=json.dumps(event))
+        self.timings.setdefault(function, []).append(time.monotonic() - started)
+        response: dict[str, Any] = json.loads(answer["Payload"].read() or b"null")
+        if response.get("errorType") != raises:
+            raise AssertionError(
+                f"{function} raised {response.get('errorType')} (expected {raises}): "
+                f"{response.get('errorMessage')}\n{self._log_tail('start-lambda')}"
+            )
+        return response
+
+    @contextmanager
+    def start_lambda(self, port: int) -> Iterator[None]:
+        """`sam local start-lambda` on loopback, each function's container kept warm
+        between invokes, until the block ends."""
+        with self._serve("start-lambda", port) as url:
+            self.lambda_client = boto3.client(
+                "lambda", endpoint_url=url, region_name="us-east-1",
+                aws_access_key_id="sam-local", aws_secret_access_key="sam-local",  # noqa: S106
+                config=Config(read_timeout=INVOKE_TIMEOUT, retries={"max_attempts": 0}),
+            )  # fmt: skip
+            try:
+                yield
+            finally:
+                self.lambda_client = None
 
     @contextmanager
     def start_api(self, port: int) -> Iterator[str]:
-        """`sam local start-api` on loopback until the block ends; stopped by its PID."""
-        log = (self.build_dir.parent / "start-api.log").open("wb")
+        """`sam local start-api` on loopback until the block ends."""
+        with self._serve("start-api", port) as url:
+            yield url
+
+    @contextmanager
+    def _serve(self, command: str, port: int) -> Iterator[str]:
+        """One `sam local` server whose containers start on a function's first invoke and
+        stay warm for the next (EAGER, all at start, measured no faster: the image builds
+        contend); stopped by its PID, which removes its containers."""
+        log = self._log(command).open("wb")
         server = subprocess.Popen(
-            [str(SAM), "local", "start-api", "--host", "127.0.0.1", "--port", str(port),
+            [str(SAM), "local", command, "--host", "127.0.0.1", "--port", str(port),
              "--warm-containers", "LAZY", *self.local_args()],
             cwd=ROOT, env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        print(f"sam-local: sam local start-api, PID {server.pid}, on 127.0.0.1:{port}", flush=True)
+        print(f"sam-local: sam local {command}, PID {server.pid}, on 127.0.0.1:{port}", flush=True)
         try:
-            _wait_for_port(server, port)
+            _wait_for_port(server, port, command)
             yield f"http://127.0.0.1:{port}"
         finally:
             stop_process(server, grace=30)
             log.close()
 
+    def _log(self, command: str) -> Path:
+        return self.build_dir.parent / f"{command}.log"
 
-def _wait_for_port(server: subprocess.Popen[bytes], port: int, timeout: float = 120) -> None:
+    def _log_tail(self, command: str) -> str:
+        return self._log(command).read_text(errors="replace")[-4000:]
+
+
+def _wait_for_port(
+    server: subprocess.Popen[bytes], port: int, command: str, timeout: float = 120
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 return
         if server.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"sam local start-api did not start (exit {server.poll()})")
+            raise SystemExit(f"sam local {command} did not start (exit {server.poll()})")
         time.sleep(0.2)
 
 

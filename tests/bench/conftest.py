@@ -4,6 +4,7 @@ table of every figure, its target and whether it meets it."""
 import pytest
 
 from tests.support.bench import BenchFigures
+from tests.support.fixtures import *  # noqa: F403
 
 _RUN = BenchFigures()
 

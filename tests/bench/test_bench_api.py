@@ -21,7 +21,6 @@ from forkhorse.adapters.sandbox.mock import MockSandbox
 from forkhorse.domain.limits import PAGE
 from forkhorse.service import Service
 from forkhorse.wiring.local import LocalApp, build_local_runtime
-from moto import mock_aws
 from moto.dynamodb import models as moto_dynamodb_models
 from moto.dynamodb.models.table import Table
 
@@ -29,6 +28,7 @@ from tests.support.api_world import ApiWorld, api_event, api_world, local_api_wo
 from tests.support.aws import create_table_from_template
 from tests.support.aws_usage import counting_aws_calls
 from tests.support.bench import BenchFigures
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.store import promote_done
 
 REVIEWS = 1_000
@@ -147,7 +147,7 @@ def dynamodb_world(
     monkeypatch.setattr(moto_dynamodb_models, "copy", _NoTableSnapshots)
     runtime = build_local_runtime(tmp_path, sandbox=MockSandbox(), containers=MockContainerPort())
     try:
-        with mock_aws():
+        with atomic_mock_aws(monkeypatch):
             client = boto3.client("dynamodb", region_name="us-east-1")
             store = DynamoDbStore(client, create_table_from_template(client))
             service = Service(store, runtime.git, runtime.supervisor, runtime.deps.clock)

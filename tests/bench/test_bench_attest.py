@@ -18,10 +18,10 @@ from forkhorse.attest.attestor import Attestor
 from forkhorse.domain.receipts import ReceiptRecord
 from forkhorse.ports.store import Store
 from forkhorse.records import put_record
-from moto import mock_aws
 
 from tests.support.attest import sign_kms_digests_like_aws
 from tests.support.aws import create_table_from_template
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.store import T0, record
 
 pytestmark = pytest.mark.bench
@@ -64,7 +64,7 @@ def test_signing_locally(tmp_path: Path) -> None:
 
 def test_signing_with_kms_on_moto(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     sign_kms_digests_like_aws(monkeypatch)
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         dynamodb = boto3.client("dynamodb")
         table = create_table_from_template(dynamodb)
         kms = boto3.client("kms")

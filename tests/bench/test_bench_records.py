@@ -16,10 +16,10 @@ from forkhorse.domain.logs import LOG_BUDGET_BYTES
 from forkhorse.domain.receipts import ReceiptRecord
 from forkhorse.ports.store import Store
 from forkhorse.records import digest_and_chunks, get_record, put_record
-from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
 from tests.support.bench import BenchFigures
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.store import T0, record
 
 pytestmark = pytest.mark.bench
@@ -123,7 +123,7 @@ def test_put_get_40_full_checks_on_moto_dynamodb(monkeypatch: pytest.MonkeyPatch
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
     data = canonical_bytes(_forty_full_checks().model_dump(mode="json"))
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         client: Any = boto3.client("dynamodb", region_name="us-east-1")
         table = create_table_from_template(client)
         ours = _put_get(DynamoDbStore(client, table))

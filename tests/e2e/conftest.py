@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fixtures import *  # noqa: F403
 from tests.support.serve import ServeProcess, free_port
 
 

@@ -9,13 +9,9 @@ DNS rebinding; the home and database are private.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import stat
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -33,9 +29,8 @@ from tests.support.aws import load_function
 from tests.support.lambda_api import sample_event
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.resources import peak_of, rss_bytes
-from tests.support.serve import free_port
+from tests.support.serve import ServeProcess, free_port
 
-START_TIMEOUT = 60.0
 RECEIPT = {"type": "impl_review", "mode": "codex", "verdict": "SHIP"}
 DEPTH_REFUSED = f"The body nests JSON deeper than the limit of {API_INPUT.json_depth} levels."
 NUMBER_REFUSED = (
@@ -70,23 +65,6 @@ class Live:
         return f"/projects/{self.project}/reviews/{review}/review-receipts"
 
 
-def _start_serve(home: Path, port: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "forkhorse.cli", "serve", "--home", str(home)]
-    log = (home.parent / "serve.log").open("ab")
-    process = subprocess.Popen(
-        [*command, "--port", str(port)], stdout=log, stderr=log, env=dict(os.environ)
-    )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        try:
-            requests.get(f"http://127.0.0.1:{port}/openapi.json", timeout=2)
-            return process
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    process.kill()
-    raise AssertionError((home.parent / "serve.log").read_text())
-
-
 def _stale_home(home: Path) -> None:
     """A home as an older version left it: world-readable directory and database."""
     home.mkdir(mode=0o755)
@@ -98,14 +76,15 @@ def _stale_home(home: Path) -> None:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("hostile-api")
-    home, port = root / "home", free_port()
+    home = root / "home"
     _stale_home(home)
-    process = _start_serve(home, port)
+    server = ServeProcess(home, free_port())
+    server.start()
     try:
-        yield _world(f"http://127.0.0.1:{port}", process.pid, home, root)
+        assert server.pid is not None
+        yield _world(server.url, server.pid, home, root)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        server.stop()
 
 
 def _world(url: str, pid: int, home: Path, root: Path) -> Live:

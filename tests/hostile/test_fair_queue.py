@@ -28,13 +28,13 @@ from forkhorse.domain.run import RunRef
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.scheduler import FairScheduler, Job, LaneName, QueueFull, Ticket
 from forkhorse.wiring.local import build_local_runtime, queue_limits
-from moto import mock_aws
 
 from tests.integration.api.support import checks_files
 from tests.integration.containers.helpers import containers_of
 from tests.integration.runner.scenarios import checks_file, full
 from tests.integration.runner.test_faults import _start_crash_worker
 from tests.support.live import Server, new_lane, new_project
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.runner import World, running_world
 
 GATE_SECONDS = 60.0  # a fake step never blocks longer, even if a test fails first
@@ -441,7 +441,7 @@ def test_a_followed_push_stops_the_superseded_run_and_its_container(
 def test_step_functions_stops_a_superseded_execution(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(variable, "testing")
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         client = boto3.client("stepfunctions", region_name="us-east-1")
         machine = client.create_state_machine(
             name="ReceiptRun",

@@ -1,2 +1,3 @@
-"""Helpers and fixtures shared by test suites. Import helpers explicitly; the fixture modules
-are registered once, by `pytest_plugins` in tests/conftest.py, so never import a fixture."""
+"""Helpers and fixtures shared by test suites. Import helpers explicitly. The fixture modules
+are gathered in tests/support/fixtures.py, which each layer that uses real adapters imports
+into its conftest; tests/unit/service/conftest.py takes only the fast service tier."""

@@ -1,5 +1,7 @@
 """AWS test helpers: moto tables built from template.yaml, so tests and template cannot drift."""
 
+import copy
+import functools
 import importlib.util
 import itertools
 from pathlib import Path
@@ -14,11 +16,11 @@ _loads = itertools.count()
 TABLE_RESOURCE = "ForkhorseTable"
 
 
-class _CloudFormationLoader(yaml.SafeLoader):
+class _CloudFormationLoader(yaml.CSafeLoader):
     """A safe loader that reads CloudFormation short-form tags (!Ref, !Sub, ...) as plain data."""
 
 
-def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+def _any_tag(loader: yaml.CSafeLoader, suffix: str, node: yaml.Node) -> Any:
     if isinstance(node, yaml.ScalarNode):
         value: Any = loader.construct_scalar(node)
     elif isinstance(node, yaml.SequenceNode):
@@ -36,6 +38,12 @@ _CloudFormationLoader.add_multi_constructor("!", _any_tag)
 
 
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    """The template as data; a copy of one parse per process, so callers may change it."""
+    return copy.deepcopy(_parsed(path))
+
+
+@functools.cache
+def _parsed(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as stream:
         loaded: dict[str, Any] = yaml.load(stream, Loader=_CloudFormationLoader)
     return loaded

@@ -20,11 +20,10 @@ from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.git.store import DulwichGitStore
 from forkhorse.domain.git_access import GitPrincipal, RepoFacts, mint_canonical_write_capability
-from moto import mock_aws
 from waitress.server import create_server
 
 from tests.support.aws import create_table_from_template
-from tests.support.moto_atomic import make_moto_dynamodb_atomic
+from tests.support.moto_atomic import atomic_mock_aws
 
 PROJECT = "proj"
 BUCKET = "forkhorse-git"
@@ -104,8 +103,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def s3_host(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3GitHost]:
-    make_moto_dynamodb_atomic(monkeypatch)  # refs are conditional writes: atomic, as on AWS
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         # SigV4 presigning, as the Lambda wiring must configure: the URL carries its 180 s.
         s3 = boto3.client("s3", region_name="us-east-1", config=Config(signature_version="s3v4"))
         s3.create_bucket(Bucket=BUCKET)

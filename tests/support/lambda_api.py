@@ -11,9 +11,9 @@ from typing import Any
 import boto3
 import pytest
 from forkhorse.adapters.dynamodb import DynamoDbStore
-from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
+from tests.support.moto_atomic import atomic_mock_aws
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "forkhorse-api-tests"
@@ -26,7 +26,7 @@ def sample_event(name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def aws(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDbStore]:
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         boto3.client("s3").create_bucket(Bucket=BUCKET)
         dynamodb = boto3.client("dynamodb")
         table = create_table_from_template(dynamodb)

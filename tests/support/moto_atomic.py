@@ -1,13 +1,17 @@
-"""moto's DynamoDB made atomic per request, as DynamoDB is.
+"""moto's DynamoDB made atomic per request, as DynamoDB is; every test enters moto through
+`atomic_mock_aws`, so no fixture can race moto's own unlocked writes.
 
 Apart from aws.py because the tools venv, which tests the template, has no moto.
 """
 
 import functools
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
 
 _ATOMIC_OPERATIONS = (
@@ -17,7 +21,9 @@ _ATOMIC_OPERATIONS = (
     "transact_write_items",
     "batch_write_item",
     "get_item",
+    "batch_get_item",
     "query",
+    "scan",
 )
 
 
@@ -39,3 +45,13 @@ def make_moto_dynamodb_atomic(monkeypatch: pytest.MonkeyPatch) -> None:
                 return __original(*args, **kwargs)
 
         monkeypatch.setattr(DynamoDBBackend, name, serialized)
+
+
+@contextmanager
+def atomic_mock_aws(
+    monkeypatch: pytest.MonkeyPatch, config: dict[str, Any] | None = None
+) -> Iterator[None]:
+    """`mock_aws` with DynamoDB's per-request atomicity: the only way tests enter moto."""
+    make_moto_dynamodb_atomic(monkeypatch)
+    with mock_aws(config=config):  # type: ignore[arg-type]
+        yield

@@ -32,7 +32,6 @@ from forkhorse.service.identity import Caller
 from forkhorse.wiring import aws as aws_wiring
 from forkhorse.wiring.handlers import providers
 from forkhorse.wiring.local import LocalRuntime, build_local_runtime
-from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (  # noqa: E501
     StateTaskServiceSfn,
@@ -41,6 +40,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
 from tests.support.aws import create_table_from_template, load_function
 from tests.support.gitrepo import commit_files
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.step_functions import (
     ACCOUNT,
     FUNCTIONS,
@@ -338,7 +338,7 @@ def aws_world(
     }.items():
         monkeypatch.setenv(name, value)
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
-    with mock_aws(config=config):  # type: ignore[call-overload]
+    with atomic_mock_aws(monkeypatch, config):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         table = create_table_from_template(dynamodb)
         store = DynamoDbStore(dynamodb, table)

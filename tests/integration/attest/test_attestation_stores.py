@@ -13,9 +13,9 @@ from forkhorse.adapters.dynamodb.attestations import DynamoDbAttestations
 from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.adapters.sqlite.attestations import SqliteAttestations
 from forkhorse.ports.attestations import AttestationStore, promotion_subject, receipt_subject
-from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.store import T0
 
 
@@ -29,7 +29,7 @@ def attestations(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Att
         store.close()
         return
     request.getfixturevalue("aws_env")
-    with mock_aws():
+    with atomic_mock_aws(request.getfixturevalue("monkeypatch")):
         dynamodb = boto3.client("dynamodb")
         yield DynamoDbAttestations(dynamodb, create_table_from_template(dynamodb))
 

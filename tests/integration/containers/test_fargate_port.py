@@ -31,12 +31,12 @@ from forkhorse.ports.containers import (
     LaunchThrottled,
 )
 from forkhorse.ports.git import ArchiveLink
-from moto import mock_aws
 from moto.ec2.models.elastic_network_interfaces import NetworkInterface
 from moto.ecs.models import Container, ecs_backends
 from moto.moto_api import state_manager
 
 from tests.integration.containers.helpers import new_execution
+from tests.support.moto_atomic import atomic_mock_aws
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -114,7 +114,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
     state_manager.set_transition(
         model_name="ecs::task", transition={"progression": "manual", "times": 10**6}
     )
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         ec2 = boto3.client("ec2", region_name=REGION)
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]

@@ -17,11 +17,11 @@ from forkhorse.adapters.git.apigw import MAX_REQUEST_BYTES
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.ports.events import PUSH_EVENT
-from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
 from tests.support.gitserve import BUCKET, Directory, commit_all, git, new_repo
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.moto_atomic import atomic_mock_aws
 
 ROOT = Path(__file__).resolve().parents[3]
 INFO_REFS_EVENT = json.loads((ROOT / "events" / "git_http_info_refs.json").read_text())
@@ -41,7 +41,7 @@ def load_function() -> ModuleType:
 
 @pytest.fixture
 def aws(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")

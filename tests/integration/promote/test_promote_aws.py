@@ -122,10 +122,10 @@ def test_a_write_lambda_that_dies_after_the_canonical_write_promotes_once(
     assert aws_world.canonical() == commit
     assert len(aws_world.store.ledger(aws_world.project_id)) == 1
     assert aws_world.store.open_promotion(aws_world.project_id) is None
-    assert "promote_settle" in aws_world.invoked
     # The 200 is readable once Write settled; Settle runs after it: wait for the end.
     [promotion] = aws_world.store.list_promotions(aws_world.project_id)
     assert aws_world.execution(promotion.id)["status"] == "SUCCEEDED"
+    assert "promote_settle" in aws_world.invoked
     assert aws_world.store.acquire_lease(
         aws_world.project_id, "probe", timedelta(seconds=1), aws_world.clock.now()
     ), "Settle released the lease"

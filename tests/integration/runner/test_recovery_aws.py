@@ -9,9 +9,9 @@ from pathlib import Path
 import boto3
 import pytest
 from forkhorse.runner import recovery
-from moto import mock_aws
 from mypy_boto3_stepfunctions import SFNClient
 
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.runner import World
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def sfn(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SFNClient, str]]:
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(variable, "testing")
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         client = boto3.client("stepfunctions", region_name="us-east-1")
         machine = client.create_state_machine(
             name="ReceiptRun",

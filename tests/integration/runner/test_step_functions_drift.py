@@ -16,11 +16,11 @@ from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.domain.run import RunRef
 from forkhorse.runner.steps import FULL_POLL_SECONDS
 from forkhorse.wiring.handlers import providers
-from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from tests.integration.runner.scenarios import SCENARIOS, Scenario
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.runner import World
 from tests.support.step_functions import (
     ACCOUNT,
@@ -51,7 +51,7 @@ def step_functions(
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(variable, "testing")
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
-    with mock_aws(config=config):  # type: ignore[arg-type]
+    with atomic_mock_aws(monkeypatch, config):
         client = boto3.client("stepfunctions", region_name=REGION)
         machine = client.create_state_machine(
             name="ReceiptRun",

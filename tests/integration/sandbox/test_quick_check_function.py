@@ -18,10 +18,10 @@ from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.receipts import CheckRecord
 from forkhorse.runner.contracts import InvalidStepInput
 from forkhorse.wiring.handlers import providers
-from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
 from tests.support.lambda_context import FakeLambdaContext
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.observability import captured_log, json_lines
 from tests.support.sandbox import BRAND
 
@@ -39,7 +39,7 @@ def function(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, S3Gi
         "BUCKET_NAME": BUCKET,
     }.items():
         monkeypatch.setenv(name, value)
-    with mock_aws():
+    with atomic_mock_aws(monkeypatch):
         boto3.client("s3").create_bucket(Bucket=BUCKET)
         dynamodb = boto3.client("dynamodb")
         monkeypatch.setenv("TABLE_NAME", create_table_from_template(dynamodb))

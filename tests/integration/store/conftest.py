@@ -9,21 +9,15 @@ import pytest
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.ports.store import Store
-from moto import mock_aws
 
 from tests.support.aws import create_table_from_template
-from tests.support.moto_atomic import make_moto_dynamodb_atomic
+from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.store import Tamper
 
 
 @pytest.fixture
-def atomic_moto(monkeypatch: pytest.MonkeyPatch) -> None:
-    make_moto_dynamodb_atomic(monkeypatch)
-
-
-@pytest.fixture
-def dynamodb_client(aws_env: None, atomic_moto: None) -> Iterator[Any]:
-    with mock_aws():
+def dynamodb_client(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with atomic_mock_aws(monkeypatch):
         yield boto3.client("dynamodb", region_name="us-east-1")
 
 

@@ -1,0 +1,3 @@
+"""This layer's shared fixtures (tests/support/fixtures.py)."""
+
+from tests.support.fixtures import *  # noqa: F403
