@@ -347,12 +347,11 @@ def test_a_killed_runs_export_is_removed_at_start(tmp_path: Path, busybox_ref: s
     ImageRegistry(images).record("busybox", busybox_ref)
     home = tmp_path / "home"
     worker, run = _start_crash_worker(home, images)
-    export = home / "checkouts" / run.generation
-    partial = home / "checkouts" / ".export-killed"
-    partial.mkdir()
-    assert export.is_dir()
-    worker.kill()
-    worker.wait()
+    with worker:  # leaving the block kills it with SIGKILL
+        export = home / "checkouts" / run.generation
+        partial = home / "checkouts" / ".export-killed"
+        partial.mkdir()
+        assert export.is_dir()
     restarted = build_local_runtime(home, images=ImageRegistry(images))  # recovers on start
     try:
         assert restarted.supervisor.recovered(60), "orphan cleanup runs in the background"

@@ -1,6 +1,7 @@
 """The end-of-session check (tests/conftest.py) sees what a test leaves behind: a process
-that names the session's directory in its command line, environment or working directory,
-a mount inside it, and a container that mounts from it; and nothing once they are gone."""
+that names the session's directory in its command line, environment or working directory, or
+holds a file open in it, a mount inside it, and a container that mounts from it; and
+nothing once they are gone."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def sleeper() -> Iterator[list[subprocess.Popen[bytes]]]:
         process.wait()
 
 
-@pytest.mark.parametrize("where", ["cmdline", "environ", "cwd"])
+@pytest.mark.parametrize("where", ["cmdline", "environ", "cwd", "open file"])
 def test_a_process_that_names_the_directory_is_left_until_it_ends(
     tmp_path: Path, sleeper: list[subprocess.Popen[bytes]], where: str
 ) -> None:
@@ -35,7 +36,10 @@ def test_a_process_that_names_the_directory_is_left_until_it_ends(
     home.mkdir()
     argv = [sys.executable, "-c", SLEEP, str(home) if where == "cmdline" else "-"]
     env = {"FORKHORSE_HOME": str(home)} if where == "environ" else {}
-    sleeper.append(subprocess.Popen(argv, env=env, cwd=home if where == "cwd" else None))
+    with (home / "open.log").open("wb") as log:
+        output = log if where == "open file" else None
+        cwd = home if where == "cwd" else None
+        sleeper.append(subprocess.Popen(argv, env=env, cwd=cwd, stdout=output))
     [found] = leftovers(tmp_path, containers=False)
     assert found.startswith(f"process {sleeper[0].pid}:")
     sleeper[0].kill()

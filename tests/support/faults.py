@@ -16,10 +16,12 @@ import inspect
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import pytest
 
 # A port method changes state iff its name starts with one of these verbs...
 WRITE_VERBS = frozenset(
@@ -83,6 +85,32 @@ READ_VERBS = frozenset(
 Phase = Literal["before", "after"]
 Mode = Literal["raise", "kill"]
 PHASES: tuple[Phase, ...] = ("before", "after")
+# The marker of a crash point whose step-and-write pair an earlier point of its path already
+# covers: `make test` leaves it to `make test-faults`, which runs the whole campaign.
+REPEATED = "campaign"
+
+
+@dataclass(frozen=True)
+class PathWrite:
+    """One write of a path, as `Faulty` names it, and the step that makes it."""
+
+    write: str
+    step: str
+
+
+def crash_points(path: Sequence[PathWrite]) -> list[Any]:
+    """`(index, phase)` parameters for every write of `path` in both phases, marked
+    `campaign` where the same step made the same write earlier on the path."""
+    seen: set[PathWrite] = set()
+    points = []
+    for index, point in enumerate(path):
+        marks = [getattr(pytest.mark, REPEATED)] if point in seen else []
+        seen.add(point)
+        points += [
+            pytest.param(index, phase, marks=marks, id=f"{index:02d}-{point.write}-{phase}")
+            for phase in PHASES
+        ]
+    return points
 
 
 def port_methods(port: type) -> list[str]:

@@ -2,8 +2,9 @@
 its own temporary directory once every fixture has been torn down.
 
 Everything a test starts lives under the session's basetemp (homes, checkouts, logs), so a
-process whose command line, working directory or environment names it, a container that
-mounts from it, or a mount point inside it belongs to this session and no other.
+process whose command line, working directory or environment names it or that holds a file
+open in it, a container that mounts from it, or a mount point inside it belongs to this
+session and no other.
 """
 
 from __future__ import annotations
@@ -55,11 +56,22 @@ def _processes(root: str) -> list[str]:
 
 
 def _process_texts(entry: Path) -> list[str]:
+    links = [entry / "cwd", *_entries(entry / "fd")]
+    return [_read(entry / "cmdline"), _read(entry / "environ"), *map(_target, links)]
+
+
+def _entries(directory: Path) -> list[Path]:
     try:
-        cwd = os.readlink(entry / "cwd") + os.sep
+        return list(directory.iterdir())
     except OSError:
-        cwd = ""
-    return [_read(entry / "cmdline"), _read(entry / "environ"), cwd]
+        return []
+
+
+def _target(link: Path) -> str:
+    try:
+        return os.readlink(link) + os.sep
+    except OSError:
+        return ""
 
 
 def _read(path: Path) -> str:

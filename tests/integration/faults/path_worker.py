@@ -3,18 +3,17 @@ push → review (a quick and a full check) → attach → approve → promote (r
 the gate and the before-promote rerun matter). The Store, the git stores, their snapshots
 and the promote journal are `Faulty`, so the process can kill itself at any write.
 
-Usage: python -m tests.integration.faults.path_worker HOME IMAGES LOG [INDEX PHASE]
-Without INDEX it records: it walks the whole path and logs every write to LOG. With INDEX
-and PHASE it kills itself with SIGKILL before or after that write. It prints the ids as
-JSON once the project is set up (before any counted write) and `done` at the end.
+`run` is the worker, forked from a preloaded parent (tests/support/forked.py). Without a
+crash point it records: it walks the whole path and logs every write to LOG. With one it
+kills itself with SIGKILL before or after that write. It sends the ids once the project is
+set up (before any counted write).
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from forkhorse.wiring import local as wiring
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.runner.scenarios import checks_file, full, quick
-from tests.support.faults import CrashPoint, FaultPlan, Faulty
+from tests.support.faults import CrashPoint, FaultPlan, Faulty, PathWrite
 from tests.support.gitrepo import commit_files
 
 OWNER = Caller("6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c", "owner")
@@ -42,46 +41,48 @@ PASSING = {
     "README.md": "hello, promoted\n",
 }
 RUN_SECONDS = 120.0
-# Every write of the walk, in order; the recording test proves it is what a real walk does.
-PATH_WRITES = [
-    "DiskGitStore.update_fork_ref",  # the push
-    "SqliteStore.create_review",  # the review, with its running execution
-    "SqliteStore.update_summary",  # prepare: the checks, running
-    "SqliteStore.put_record_chunks",  # the quick check's evidence drop
-    "SqliteStore.update_summary",  # its result on /state...
-    "SqliteStore.put_record_chunks",  # ...and its check record
-    "DulwichSnapshot.export_to",  # the full check's checkout
-    "SqliteStore.update_summary",  # its result on /state...
-    "SqliteStore.put_record_chunks",  # ...and its check record
-    "SqliteStore.put_record_chunks",  # finalize: the receipt record...
-    "SqliteStore.attach",  # ...attached
-    "SqliteStore.approve",
-    "SqliteStore.request_promotion",
-    "SqlitePromoteJournal.start",
-    "SqliteStore.acquire_lease",  # Acquire
-    "SqliteStore.begin_promotion",
-    "SqlitePromoteJournal.record",
-    "SqliteStore.start_execution",  # StartRun: the before-promote run
-    "SqlitePromoteJournal.record",
-    "SqliteStore.update_summary",  # RunChecks, as above
-    "SqliteStore.put_record_chunks",
-    "SqliteStore.update_summary",
-    "SqliteStore.put_record_chunks",
-    "DulwichSnapshot.export_to",
-    "SqliteStore.update_summary",
-    "SqliteStore.put_record_chunks",
-    "SqliteStore.put_record_chunks",
-    "SqliteStore.attach",
-    "SqlitePromoteJournal.record",
-    "SqliteStore.arm_promotion",  # Verify
-    "SqlitePromoteJournal.record",
-    "DiskGitStore.update_canonical_ref",  # Write
-    "SqliteStore.settle_promotion",
-    "SqlitePromoteJournal.record",
-    "SqliteStore.release_lease",  # Release
-    "SqlitePromoteJournal.record",
-    "SqlitePromoteJournal.record",  # Ended
+# Every write of the walk, in order, with its step; the recording test proves it is what a
+# real walk does. The before-promote run repeats the review run's steps and writes.
+PATH = [
+    PathWrite("DiskGitStore.update_fork_ref", "push"),
+    PathWrite("SqliteStore.create_review", "request"),  # with its running execution
+    PathWrite("SqliteStore.update_summary", "prepare"),  # the checks, running
+    PathWrite("SqliteStore.put_record_chunks", "quick"),  # the quick check's evidence drop
+    PathWrite("SqliteStore.update_summary", "quick"),  # its result on /state...
+    PathWrite("SqliteStore.put_record_chunks", "quick"),  # ...and its check record
+    PathWrite("DulwichSnapshot.export_to", "full"),  # the full check's checkout
+    PathWrite("SqliteStore.update_summary", "full"),  # its result on /state...
+    PathWrite("SqliteStore.put_record_chunks", "full"),  # ...and its check record
+    PathWrite("SqliteStore.put_record_chunks", "finalize"),  # the receipt record...
+    PathWrite("SqliteStore.attach", "finalize"),  # ...attached
+    PathWrite("SqliteStore.approve", "approve"),
+    PathWrite("SqliteStore.request_promotion", "promote"),
+    PathWrite("SqlitePromoteJournal.start", "promote"),
+    PathWrite("SqliteStore.acquire_lease", "Acquire"),
+    PathWrite("SqliteStore.begin_promotion", "Acquire"),
+    PathWrite("SqlitePromoteJournal.record", "Acquire"),
+    PathWrite("SqliteStore.start_execution", "StartRun"),  # the before-promote run
+    PathWrite("SqlitePromoteJournal.record", "StartRun"),
+    PathWrite("SqliteStore.update_summary", "prepare"),  # RunChecks: the run's steps again
+    PathWrite("SqliteStore.put_record_chunks", "quick"),
+    PathWrite("SqliteStore.update_summary", "quick"),
+    PathWrite("SqliteStore.put_record_chunks", "quick"),
+    PathWrite("DulwichSnapshot.export_to", "full"),
+    PathWrite("SqliteStore.update_summary", "full"),
+    PathWrite("SqliteStore.put_record_chunks", "full"),
+    PathWrite("SqliteStore.put_record_chunks", "finalize"),
+    PathWrite("SqliteStore.attach", "finalize"),
+    PathWrite("SqlitePromoteJournal.record", "RunChecks"),
+    PathWrite("SqliteStore.arm_promotion", "Verify"),
+    PathWrite("SqlitePromoteJournal.record", "Verify"),
+    PathWrite("DiskGitStore.update_canonical_ref", "Write"),
+    PathWrite("SqliteStore.settle_promotion", "Write"),
+    PathWrite("SqlitePromoteJournal.record", "Write"),
+    PathWrite("SqliteStore.release_lease", "Release"),
+    PathWrite("SqlitePromoteJournal.record", "Release"),
+    PathWrite("SqlitePromoteJournal.record", "Ended"),
 ]
+PATH_WRITES = [point.write for point in PATH]
 
 
 def faulty_wiring(plan: FaultPlan, patch: Callable[[object, str, Any], None] = setattr) -> None:
@@ -144,23 +145,20 @@ def walk(app: LocalApp, ids: dict[str, str]) -> PromoteAnswer:
     return service.promotions.status(OWNER, project, review_id) if answer.status == 202 else answer
 
 
-def main() -> None:
-    home, images, log = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    crash = CrashPoint(int(sys.argv[4]), sys.argv[5]) if len(sys.argv) > 5 else None
+def run(
+    messages: Connection, home: Path, images: Path, log: Path, crash: CrashPoint | None
+) -> None:
+    """The worker (forked by tests/support/forked.py): set up, send the ids, walk the path;
+    at `crash` the plan kills the process."""
     plan = FaultPlan(log=log, crash=crash)
     faulty_wiring(plan)
     runtime = build_local_runtime(home, images=ImageRegistry(images))
     app = build_local_app(runtime, ServiceSettings())
     assert app.runtime.supervisor.recovered(60)
     ids = set_up(app)
-    print(json.dumps(ids), flush=True)
+    messages.send(ids)
     plan.armed = True
     answer = walk(app, ids)
     plan.armed = False
     assert answer.status == 200, answer.body
     app.close()
-    print("done", flush=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -27,7 +27,14 @@ from forkhorse.wiring.handlers import providers
 
 from tests.integration.faults.invariants import Deployment, check_invariants, complete
 from tests.support.aws import load_function
-from tests.support.faults import PHASES, CrashPoint, FaultPlan, Faulty, InjectedFault
+from tests.support.faults import (
+    CrashPoint,
+    FaultPlan,
+    Faulty,
+    InjectedFault,
+    PathWrite,
+    crash_points,
+)
 from tests.support.gitrepo import commit_files
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.promote import OWNER, PASSING, ROOT, AwsWorld
@@ -38,29 +45,32 @@ pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExce
 
 QUIET_SECONDS = 90.0
 
-PATH_WRITES = [
-    "DiskGitStore.update_fork_ref",  # the push
-    "DynamoDbStore.create_review",  # the review, with its running execution
-    "DynamoDbStore.update_summary",  # Prepare: the checks, running
-    "DynamoDbStore.update_summary",  # QuickRecord: the quick check's result...
-    "DynamoDbStore.put_record_chunks",  # ...and its check record
-    "DynamoDbStore.put_record_chunks",  # Finalize: the receipt record...
-    "DynamoDbStore.attach",  # ...attached
-    "DynamoDbStore.approve",
-    "DynamoDbStore.request_promotion",
-    "DynamoDbStore.acquire_lease",
-    "DynamoDbStore.begin_promotion",  # PromoteAcquire
-    "DynamoDbStore.start_execution",  # PromoteStartRun: the before-promote run
-    "DynamoDbStore.update_summary",
-    "DynamoDbStore.update_summary",
-    "DynamoDbStore.put_record_chunks",
-    "DynamoDbStore.put_record_chunks",
-    "DynamoDbStore.attach",
-    "DynamoDbStore.arm_promotion",  # PromoteVerify
-    "DiskGitStore.update_canonical_ref",  # PromoteWrite
-    "DynamoDbStore.settle_promotion",
-    "DynamoDbStore.release_lease",  # PromoteRelease
+# Every write of the path, in order, with its step (the before-promote run repeats the
+# review run's steps and writes).
+PATH = [
+    PathWrite("DiskGitStore.update_fork_ref", "push"),
+    PathWrite("DynamoDbStore.create_review", "request"),  # with its running execution
+    PathWrite("DynamoDbStore.update_summary", "Prepare"),  # the checks, running
+    PathWrite("DynamoDbStore.update_summary", "QuickRecord"),  # the quick check's result...
+    PathWrite("DynamoDbStore.put_record_chunks", "QuickRecord"),  # ...and its check record
+    PathWrite("DynamoDbStore.put_record_chunks", "Finalize"),  # the receipt record...
+    PathWrite("DynamoDbStore.attach", "Finalize"),  # ...attached
+    PathWrite("DynamoDbStore.approve", "approve"),
+    PathWrite("DynamoDbStore.request_promotion", "promote"),
+    PathWrite("DynamoDbStore.acquire_lease", "PromoteAcquire"),
+    PathWrite("DynamoDbStore.begin_promotion", "PromoteAcquire"),
+    PathWrite("DynamoDbStore.start_execution", "PromoteStartRun"),  # the before-promote run
+    PathWrite("DynamoDbStore.update_summary", "Prepare"),
+    PathWrite("DynamoDbStore.update_summary", "QuickRecord"),
+    PathWrite("DynamoDbStore.put_record_chunks", "QuickRecord"),
+    PathWrite("DynamoDbStore.put_record_chunks", "Finalize"),
+    PathWrite("DynamoDbStore.attach", "Finalize"),
+    PathWrite("DynamoDbStore.arm_promotion", "PromoteVerify"),
+    PathWrite("DiskGitStore.update_canonical_ref", "PromoteWrite"),
+    PathWrite("DynamoDbStore.settle_promotion", "PromoteWrite"),
+    PathWrite("DynamoDbStore.release_lease", "PromoteRelease"),
 ]
+PATH_WRITES = [point.write for point in PATH]
 
 
 @pytest.fixture
@@ -173,10 +183,7 @@ def test_the_recorded_aws_path_is_the_listed_one(
     assert [entry.commit for entry in aws_world.store.ledger(ids["project"])] == [ids["commit"]]
 
 
-@pytest.mark.parametrize("phase", PHASES)
-@pytest.mark.parametrize(
-    "index", range(len(PATH_WRITES)), ids=[f"{i:02d}-{n}" for i, n in enumerate(PATH_WRITES)]
-)
+@pytest.mark.parametrize(("index", "phase"), crash_points(PATH))
 def test_a_failed_write_at_every_point_keeps_the_invariants(
     aws_world: AwsWorld,
     faulty: FaultPlan,

@@ -8,10 +8,6 @@ every new write gets its crash points."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,36 +16,31 @@ from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.service import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
+from tests.integration.faults import path_worker
 from tests.integration.faults.invariants import check_local, complete, leftovers, local, settled
-from tests.integration.faults.path_worker import PATH_WRITES
-from tests.support.faults import PHASES, logged_writes, read_log
+from tests.integration.faults.path_worker import PATH, PATH_WRITES
+from tests.support.faults import CrashPoint, Phase, crash_points, logged_writes, read_log
+from tests.support.forked import start_worker
 
 # A step thread that dies with an exception is a defect even when the state looks right.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 
-ROOT = Path(__file__).resolve().parents[3]
 WORKER_SECONDS = 240
+SET_UP_SECONDS = 120
 
 
-def _walk(tmp_path: Path, images: Path, *crash: str) -> tuple[dict[str, str], int]:
+def _walk(
+    tmp_path: Path, images: Path, crash: CrashPoint | None = None
+) -> tuple[dict[str, str], int | None]:
     """Run the worker on `tmp_path/home`; its ids and its exit status."""
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "layers/forkhorse")])}
-    command = ["tests.integration.faults.path_worker", str(tmp_path / "home"), str(images)]
-    worker = subprocess.Popen(
-        [sys.executable, "-m", *command, str(tmp_path / "writes.log"), *crash],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
+    worker = start_worker(
+        path_worker.run, tmp_path / "home", images, tmp_path / "writes.log", crash
     )
-    assert worker.stdout is not None
     try:
-        line = worker.stdout.readline()
-        assert line, "the worker died before its project was set up"
-        return json.loads(line), worker.wait(WORKER_SECONDS)
+        ids: dict[str, str] = worker.first_message(SET_UP_SECONDS)
+        return ids, worker.exit_code(WORKER_SECONDS)
     finally:
-        worker.kill()
-        worker.wait()
+        worker.stop()
 
 
 @pytest.fixture
@@ -87,14 +78,11 @@ def test_the_recorded_path_is_the_listed_one(
     _close_and_check_leftovers(tmp_path, restarted)
 
 
-@pytest.mark.parametrize("phase", PHASES)
-@pytest.mark.parametrize(
-    "index", range(len(PATH_WRITES)), ids=[f"{i:02d}-{n}" for i, n in enumerate(PATH_WRITES)]
-)
+@pytest.mark.parametrize(("index", "phase"), crash_points(PATH))
 def test_kill_9_at_every_write_keeps_the_invariants(
-    tmp_path: Path, images: Path, restarted: list[LocalApp], index: int, phase: str
+    tmp_path: Path, images: Path, restarted: list[LocalApp], index: int, phase: Phase
 ) -> None:
-    ids, status = _walk(tmp_path, images, str(index), phase)
+    ids, status = _walk(tmp_path, images, CrashPoint(index, phase))
     log = read_log(tmp_path / "writes.log")
     assert status == -9, f"the worker was not killed {phase} write {index}: {log[-3:]}"
     assert log[-1] == f"crash {index} {phase} {PATH_WRITES[index]}"

@@ -18,13 +18,14 @@ from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtim
 
 from tests.integration.faults.invariants import check_local, complete, leftovers, local, settled
 from tests.integration.faults.path_worker import (
+    PATH,
     PATH_WRITES,
     RUN_SECONDS,
     faulty_wiring,
     set_up,
     walk,
 )
-from tests.support.faults import PHASES, CrashPoint, FaultPlan, InjectedFault
+from tests.support.faults import CrashPoint, FaultPlan, InjectedFault, crash_points
 
 # A step thread that dies with an exception is a defect even when the state looks right.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -56,10 +57,7 @@ def _runs_ended(app: LocalApp, project: str) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("phase", PHASES)
-@pytest.mark.parametrize(
-    "index", range(len(PATH_WRITES)), ids=[f"{i:02d}-{n}" for i, n in enumerate(PATH_WRITES)]
-)
+@pytest.mark.parametrize(("index", "phase"), crash_points(PATH))
 def test_a_failed_write_at_every_point_keeps_the_invariants_without_a_restart(
     tmp_path: Path, live: tuple[LocalApp, FaultPlan], index: int, phase: str
 ) -> None:

@@ -1,16 +1,15 @@
 """A Forkhorse process that promotes one approved review (required mode, a quick check)
 and kills itself with SIGKILL right after the named promote step's journal write.
 
-Usage: python -m tests.integration.promote.promote_crash_worker HOME STEP
-It prints the ids as JSON once the promote has been requested.
+`promote_and_die` is the worker, forked by tests/support/forked.py; it sends the ids once
+the review is approved, then promotes.
 """
 
-import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from forkhorse.domain.git_access import mint_canonical_write_capability
@@ -36,8 +35,7 @@ def _kill_after(step: str) -> Callable[[str], None]:
     return after
 
 
-def main() -> None:
-    home, step = Path(sys.argv[1]), sys.argv[2]
+def promote_and_die(messages: Connection, home: Path, step: str) -> None:
     runtime = build_local_runtime(home)
     app = build_local_app(runtime, ServiceSettings(), after_step=_kill_after(step))
     service = app.service
@@ -58,13 +56,6 @@ def main() -> None:
     while runtime.store.get_review(review).execution.summary.status == "running":  # type: ignore[union-attr]
         time.sleep(0.05)
     service.approvals.approve(OWNER, project, review, commit)
-    print(
-        json.dumps({"project": project, "review": review, "commit": commit, "initial": initial}),
-        flush=True,
-    )
+    messages.send({"project": project, "review": review, "commit": commit, "initial": initial})
     service.promotions.promote(OWNER, project, review, commit, wait_seconds=0)
     time.sleep(600)  # the hook kills the process; a step never reached leaves it here
-
-
-if __name__ == "__main__":
-    main()

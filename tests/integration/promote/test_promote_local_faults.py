@@ -4,10 +4,6 @@ moves at most once and the ledger is exact."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,9 +15,11 @@ from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
 from forkhorse.service.responses import ErrorBody
 from forkhorse.wiring.local import build_local_app, build_local_runtime
 
+from tests.integration.promote import promote_crash_worker
 from tests.integration.promote.promote_crash_worker import OWNER
+from tests.support.forked import start_worker
 
-ROOT = Path(__file__).resolve().parents[3]
+WORKER_SECONDS = 120.0
 SETTLE_SECONDS = 60.0
 # Where the resumed promote ends: a run reserved but never started is an infrastructure
 # error after the restart (409); from anywhere else it completes.
@@ -36,17 +34,9 @@ OUTCOMES = {
 
 
 def _killed_at(home: Path, step: str) -> dict[str, str]:
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "layers/forkhorse")])}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.promote.promote_crash_worker", str(home), step],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert worker.stdout is not None
-    ids: dict[str, str] = json.loads(worker.stdout.readline())
-    assert worker.wait(120) == -9, f"the worker was not killed after {step}"
+    with start_worker(promote_crash_worker.promote_and_die, home, step) as worker:
+        ids: dict[str, str] = worker.first_message(WORKER_SECONDS)
+        assert worker.exit_code(WORKER_SECONDS) == -9, f"the worker was not killed after {step}"
     return ids
 
 

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -19,24 +14,23 @@ from forkhorse.ports.clock import SystemClock
 from forkhorse.wiring.local import build_local_runtime
 
 from tests.integration.containers.helpers import containers_of
+from tests.integration.runner import crash_worker
 from tests.integration.runner.scenarios import SCENARIOS
+from tests.support.forked import ForkedWorker, start_worker
 from tests.support.runner import World
 
-ROOT = Path(__file__).resolve().parents[3]
+RUN_STARTED_SECONDS = 120.0
 
 
-def _start_crash_worker(home: Path, images: Path) -> tuple[subprocess.Popen[str], RunRef]:
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.runner.crash_worker", str(home), str(images)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert worker.stdout is not None
-    line = worker.stdout.readline()
-    assert line, "the worker died before its run started"
-    return worker, RunRef.model_validate(json.loads(line))
+def _start_crash_worker(home: Path, images: Path) -> tuple[ForkedWorker, RunRef]:
+    """A worker with one long run whose container podman lists; kill it by leaving
+    `with worker:`."""
+    worker = start_worker(crash_worker.start_long_run, home, images)
+    try:
+        return worker, RunRef.model_validate(worker.first_message(RUN_STARTED_SECONDS))
+    except BaseException:
+        worker.stop()
+        raise
 
 
 def test_a_killed_supervisor_leaves_an_infrastructure_error_that_never_attaches(
@@ -46,9 +40,8 @@ def test_a_killed_supervisor_leaves_an_infrastructure_error_that_never_attaches(
     ImageRegistry(images).record("busybox", busybox_ref)
     home = tmp_path / "home"
     worker, run = _start_crash_worker(home, images)
-    assert containers_of(Podman(), run.generation), "the check's container is running"
-    worker.send_signal(signal.SIGKILL)
-    worker.wait()
+    with worker:  # leaving the block kills it with SIGKILL
+        assert containers_of(Podman(), run.generation), "the check's container is running"
 
     restarted = build_local_runtime(home, images=ImageRegistry(images))  # recovers on start
     try:
