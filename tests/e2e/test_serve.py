@@ -86,9 +86,10 @@ def test_serve_demo_survives_restarts_and_fails_interrupted_runs_closed(
     review_id = created.json()["review"]["id"]
 
     def sleeping() -> bool:
+        """The full check's container runs (a full check has no result until it ends)."""
         state = _get(process, f"/projects/{demo['project']}/state", token)
         receipt = next(r for r in state["reviews"] if r["id"] == review_id)["receipt"]
-        return bool(receipt["checks"]) and _containers_of(demo["project"]) != []
+        return receipt["status"] == "running" and _containers_of(demo["project"]) != []
 
     _wait(sleeping, "the sleepy container")
     process.stop(signal.SIGKILL)
