@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from forkhorse.observability import lambda_handler
-from forkhorse.service import Service
+from forkhorse.service.facade import Service
 from forkhorse.wiring.aws import build_aws_service
 
 _service: Service | None = None

@@ -19,7 +19,7 @@ from forkhorse.adapters.containers.mock import MockContainerPort
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.sandbox.mock import MockSandbox
 from forkhorse.domain.limits import PAGE
-from forkhorse.service import Service
+from forkhorse.service.facade import Service
 from forkhorse.wiring.local import LocalApp, build_local_runtime
 from moto.dynamodb import models as moto_dynamodb_models
 from moto.dynamodb.models.table import Table

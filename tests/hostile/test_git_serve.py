@@ -21,7 +21,7 @@ from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.domain.limits import GIT, MIB
-from forkhorse.service import ServiceSettings
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 from waitress.server import create_server
 

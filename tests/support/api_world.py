@@ -19,7 +19,7 @@ from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import wsgi_event
 from forkhorse.domain.model import Execution, Review
 from forkhorse.domain.receipts import SummaryCheck, running_summary
-from forkhorse.service import Service, ServiceSettings
+from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.support.gitrepo import commit_files

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
-from forkhorse.service import ServiceSettings
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 from waitress.server import create_server
 

@@ -27,7 +27,7 @@ from forkhorse.domain.model import Promotion
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.runner.steps import FULL_POLL_SECONDS
-from forkhorse.service import Service
+from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
 from forkhorse.wiring import aws as aws_wiring
 from forkhorse.wiring.handlers import providers

@@ -32,7 +32,7 @@ from forkhorse.ports.events import PUSH_EVENT
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.runner.promote_local import LocalPromotes
 from forkhorse.runner.supervisor import LocalSupervisor
-from forkhorse.service import Service, ServiceSettings
+from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.service.identity import Caller
 from forkhorse.wiring.local import HISTORY_DIR, LocalRuntime, build_local_runtime
 from pydantic import BaseModel

@@ -12,7 +12,7 @@ from pathlib import Path
 from forkhorse.api.wsgi import access_logged
 from forkhorse.domain.limits import GIT
 from forkhorse.observability import log_to_files
-from forkhorse.service import ServiceSettings
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import (
     LocalApp,
     build_local_app,

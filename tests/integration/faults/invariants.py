@@ -16,8 +16,8 @@ from forkhorse.ports.git import DEFAULT_BRANCH, GitStore
 from forkhorse.ports.store import Store
 from forkhorse.records import get_json, get_record
 from forkhorse.runner.steps import EXPORT_PREFIX
-from forkhorse.service import Service
 from forkhorse.service.errors import ServiceError
+from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
 from forkhorse.service.responses import ErrorBody, Promoted
 from forkhorse.wiring.local import LocalApp

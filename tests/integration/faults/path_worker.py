@@ -23,7 +23,7 @@ from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.service import ServiceSettings
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.service.identity import Caller
 from forkhorse.service.promotions import PromoteAnswer
 from forkhorse.wiring import local as wiring

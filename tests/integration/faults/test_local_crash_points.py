@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
-from forkhorse.service import ServiceSettings
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.faults import path_worker

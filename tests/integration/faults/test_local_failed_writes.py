@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
-from forkhorse.service import ServiceSettings
 from forkhorse.service.errors import ServiceError
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.faults.invariants import check_local, complete, leftovers, local, settled

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.service import ServiceSettings
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.service.identity import Caller
 from forkhorse.wiring.local import build_local_app, build_local_runtime
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from forkhorse.domain.model import Promotion
-from forkhorse.service import ServiceSettings
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.service.promotions import JOB_STOPPED
 from forkhorse.wiring.local import build_local_app, build_local_runtime
 

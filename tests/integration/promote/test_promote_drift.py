@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.service import Service, ServiceSettings
+from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.support.gitrepo import commit_files

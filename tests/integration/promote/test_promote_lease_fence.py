@@ -8,7 +8,7 @@ from pathlib import Path
 from forkhorse.domain.model import Promotion
 from forkhorse.runner.contracts import PromoteState
 from forkhorse.runner.promote_steps import promote_write
-from forkhorse.service import Service, ServiceSettings
+from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.service.promotions import LEASE_LOST
 from forkhorse.wiring.local import build_local_runtime
 

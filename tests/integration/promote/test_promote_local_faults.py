@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from forkhorse.domain.receipts import parse_timestamp
-from forkhorse.service import ServiceSettings
 from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
+from forkhorse.service.facade import ServiceSettings
 from forkhorse.service.responses import ErrorBody
 from forkhorse.wiring.local import build_local_app, build_local_runtime
 

@@ -28,8 +28,8 @@ from forkhorse.api.authorizer import OwnerPool
 from forkhorse.attest.attestor import Attestor
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.steps import QuickDeps, RunnerDeps, published_archive
-from forkhorse.service import Service, ServiceSettings
 from forkhorse.service.context import Context
+from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
 from forkhorse.wiring.settings import (
     AwsSettings,

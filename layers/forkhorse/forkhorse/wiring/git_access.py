@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from forkhorse.adapters.git.http import RepoLookup, TokenResolver
 from forkhorse.domain.git_access import GitPrincipal, RepoFacts
-from forkhorse.service import Service
+from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
 
 

@@ -42,7 +42,7 @@ from forkhorse.runner.steps import (
     exported_checkout,
 )
 from forkhorse.runner.supervisor import COLLECT_EVERY, LocalSupervisor
-from forkhorse.service import Service, ServiceSettings
+from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
 from forkhorse.wiring.settings import LocalSettings
 

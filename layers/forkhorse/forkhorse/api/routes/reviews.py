@@ -13,7 +13,7 @@ from forkhorse.api.guards import caller_of
 from forkhorse.api.models import ApproveBody, CommitBody, RequestReview
 from forkhorse.api.routes.answers import ERRORS, answers, ok
 from forkhorse.domain.limits import PAGE
-from forkhorse.service import Service
+from forkhorse.service.facade import Service
 from forkhorse.service.responses import (
     ApprovalBody,
     GateView,
