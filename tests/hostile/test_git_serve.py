@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,12 @@ from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.domain.limits import GIT, MIB
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
-from waitress.server import create_server
 
 from tests.integration.api.support import Client, ShiftClock, Worktree
 from tests.support.gitrepo import commit_files
 from tests.support.gitserve import Served, commit_all, git, new_repo
 from tests.support.resources import peak_of, rss_bytes
+from tests.support.wsgi import LoopbackWsgi
 
 CEILING = 256 * MIB
 
@@ -280,19 +279,17 @@ def test_a_clone_of_a_large_object_stays_bounded_and_the_budget_ends_it(
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, LocalApp, str]]:
     home = tmp_path_factory.mktemp("hostile-serve")
     holder: dict[str, Any] = {}
-    server = create_server(
-        lambda environ, start: holder["app"](environ, start), host="127.0.0.1", port=0, threads=4
-    )
-    url = f"http://127.0.0.1:{server.effective_port}"
+    server = LoopbackWsgi(lambda environ, start: holder["app"](environ, start))
+    url = server.url
     runtime = build_local_runtime(
         home / "home", clock=ShiftClock(), images=ImageRegistry(home / "i")
     )
     app = build_local_app(runtime, ServiceSettings(public_url=url))
     holder["app"] = app.http
     _, owner_token = app.service.projects.create_principal("owner", "owner")
-    threading.Thread(target=server.run, daemon=True).start()
+    server.start()
     yield url, app, owner_token
-    server.close()
+    server.stop()
     app.close()
 
 

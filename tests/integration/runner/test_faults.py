@@ -96,7 +96,6 @@ def test_a_crash_between_put_and_attach_leaves_the_record_unattached(
     assert store.get_record_chunks(record_digest) is not None, "the record stays, unattached"
 
 
-@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_an_attach_that_lands_and_then_fails_keeps_the_receipt_and_ends_the_run(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
