@@ -1,4 +1,4 @@
-"""Benchmarks record their issue-21 figures through `bench_figures`; the run ends with one
+"""Benchmarks record their figures through `bench_figures`; the run ends with one
 table of every figure, its target and whether it meets it."""
 
 import pytest
@@ -17,6 +17,6 @@ def bench_figures() -> BenchFigures:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _RUN.measured:
         return  # no benchmark that records a figure ran
-    terminalreporter.section("issue 21 figures, measured in this run")
+    terminalreporter.section("make bench figures, measured in this run")
     for line in _RUN.table():
         terminalreporter.write_line(line)

@@ -1,4 +1,4 @@
-"""`make bench`'s closing table: every issue-21 figure, measured or not, against its target."""
+"""`make bench`'s closing table: every figure, measured or not, against its target."""
 
 import pytest
 
@@ -18,5 +18,5 @@ def test_the_table_lists_every_figure_and_says_which_meet_their_target() -> None
 
 
 def test_a_figure_without_a_target_is_refused() -> None:
-    with pytest.raises(KeyError, match="not an issue-21 figure"):
+    with pytest.raises(KeyError, match="not a bench figure"):
         BenchFigures().record("made-up", 1.0)
