@@ -32,7 +32,7 @@ class BenchFigures:
     def record(self, key: str, value: float) -> None:
         """Record one bench figure (a key of TARGETS) for the closing table."""
         if key not in TARGETS:
-            raise KeyError(f"{key} is not an bench figure: add its target to TARGETS")
+            raise KeyError(f"{key} is not a bench figure: add its target to TARGETS")
         self.measured[key] = value
 
     def table(self) -> list[str]:
