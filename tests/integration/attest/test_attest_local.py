@@ -42,10 +42,11 @@ def test_a_receipt_is_signed_at_attach_served_and_verified(
     commit, review = lane.reviewed(PASSING)
     path = f"{_review_path(required, review['id'])}/attestation"
     envelope = server.owner.ok("GET", path)
-    # The reviewing agent may fetch it; another member agent may not; nobody anonymous.
+    # The reviewing agent may fetch it; another member agent does not see the unpublished
+    # review at all; nobody anonymous.
     assert lane.agent.ok("GET", path) == envelope
     stranger = new_lane(required, "stranger")
-    assert stranger.agent.call("GET", path)[0] == 403
+    assert stranger.agent.call("GET", path)[0] == 404
     assert server.client(None).call("GET", path)[0] == 401
     predicate = payload_of(envelope)["predicate"]
     assert predicate["record"] == {"sha256": review["receipt"]["digest"]}

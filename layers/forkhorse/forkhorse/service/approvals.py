@@ -119,7 +119,7 @@ class Approvals:
         accept_checks_change: bool = False,
     ) -> ApprovalBody:
         project = self._c.owned_project(caller, project_id, "approve reviews")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         required = project.effective_settings.require_receipt
         accepted = self.check(project, review, commit, accept_checks_change)
         execution = review.execution

@@ -46,7 +46,7 @@ class Attestations:
     def review(self, caller: Caller, project_id: str, review_id: str) -> DsseEnvelope:
         """The envelope of the review's attached record."""
         project = self._c.visible_project(caller, project_id, ACTION)
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         if caller.is_agent and review.agent_id != caller.id:
             raise Forbidden(NOT_REVIEWING_AGENT)
         digest = None if review.execution is None else review.execution.digest

@@ -22,6 +22,12 @@ from forkhorse.service.errors import (
 from forkhorse.service.identity import Caller
 
 
+def may_see_review(caller: Caller, review: Review, published: set[str]) -> bool:
+    """Agents see their own reviews, and others' only once their commit is on canonical (a
+    fork head nobody promoted is that agent's unpublished work); owners see every review."""
+    return caller.is_owner or review.agent_id == caller.id or review.commit in published
+
+
 @dataclass(frozen=True)
 class ServiceSettings:
     public_url: str = "http://127.0.0.1:8787"
@@ -85,11 +91,22 @@ class Context:
             return self.owned_project(caller, project_id, action)
         return self.member_project(caller, project_id, action)
 
-    def project_review(self, project: Project, review_id: str) -> Review:
+    def visible_review(self, caller: Caller, project: Project, review_id: str) -> Review:
+        """The project's review, if `may_see_review` lets the caller see it; every route
+        that names a review reads it here, so a review an agent may not see reads as unknown
+        on all of them alike."""
         review = self.store.get_review(review_id)
         if review is None or review.project_id != project.id:
             raise NotFound(REVIEW_NOT_FOUND)
+        published = self._published(caller, review)
+        if not may_see_review(caller, review, published):
+            raise NotFound(REVIEW_NOT_FOUND)
         return review
+
+    def _published(self, caller: Caller, review: Review) -> set[str]:
+        if caller.is_owner or review.agent_id == caller.id:
+            return set()  # nothing to look up: the caller sees it anyway
+        return self.store.published_commits(review.project_id, {review.commit})
 
     def fork_of(self, project: Project, fork_id: str) -> Fork:
         fork = self.store.get_fork(project.id, fork_id)

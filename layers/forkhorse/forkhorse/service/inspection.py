@@ -69,7 +69,7 @@ class Inspection:
     def gate(self, caller: Caller, project_id: str, review_id: str) -> GateView:
         """Would approve and promote of the review's current commit be refused, and why."""
         project = self._c.owned_project(caller, project_id, "read the gate")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         required = project.effective_settings.require_receipt
         commit = review.commit
         diff = checks_diff(self._c, project.id, commit)
@@ -90,7 +90,7 @@ class Inspection:
     def history(self, caller: Caller, project_id: str, review_id: str) -> HistoryView:
         """The current execution's events; none before the review's first run."""
         project = self._c.owned_project(caller, project_id, "read execution histories")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         orchestrator = self._c.orchestrator
         named = isinstance(orchestrator, NamesExecutions)
         run = _current_run(review)

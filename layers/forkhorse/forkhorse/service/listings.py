@@ -19,8 +19,8 @@ from collections.abc import Callable
 from forkhorse.domain.limits import PAGE
 from forkhorse.domain.model import LedgerEntry, Review
 from forkhorse.ports.store import PromotionStore
-from forkhorse.service.context import Context
-from forkhorse.service.errors import REVIEW_NOT_FOUND, BadRequest, NotFound
+from forkhorse.service.context import Context, may_see_review
+from forkhorse.service.errors import BadRequest
 from forkhorse.service.identity import Caller
 from forkhorse.service.responses import LedgerPage, LedgerView, ReviewBody, ReviewPage, ReviewView
 from forkhorse.service.views import done_promotion, ledger_view, review_view
@@ -28,12 +28,6 @@ from forkhorse.service.views import done_promotion, ledger_view, review_view
 BAD_CURSOR = "The cursor is not one this API issued for this project."
 BAD_LIMIT = f"The page size must be 1 to {PAGE.max_size}."
 _CURSOR_PREFIX = "before:"
-
-
-def may_see_review(caller: Caller, review: Review, published: set[str]) -> bool:
-    """Agents see their own reviews, and others' only once their commit is on canonical (a
-    fork head nobody promoted is that agent's unpublished work); owners see every review."""
-    return caller.is_owner or review.agent_id == caller.id or review.commit in published
 
 
 def review_views(
@@ -137,8 +131,6 @@ class Listings:
     def review(self, caller: Caller, project_id: str, review_id: str) -> ReviewBody:
         """One review, as `/state` or a page shows it; 404 for one the caller may not see."""
         project = self._c.visible_project(caller, project_id, "read reviews")
-        review = self._c.project_review(project, review_id)
-        views = review_views(caller, self._c.store, project.id, [review])
-        if not views:
-            raise NotFound(REVIEW_NOT_FOUND)
-        return ReviewBody(review=views[0])
+        review = self._c.visible_review(caller, project, review_id)
+        [view] = review_views(caller, self._c.store, project.id, [review])
+        return ReviewBody(review=view)

@@ -66,7 +66,7 @@ class Promotions:
         """Start the promote workflow and wait for it up to `wait_seconds` (the configured
         default when None); 202 with the pending promotion if it is still running."""
         project = self._c.owned_project(caller, project_id, "promote reviews")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         self.preconditions(review, commit)
         now = self._c.clock.now()
         queued = Promotion(
@@ -97,7 +97,7 @@ class Promotions:
     def status(self, caller: Caller, project_id: str, review_id: str) -> PromoteAnswer:
         """What the promote request would have answered: 202 while it runs, then its result."""
         project = self._c.owned_project(caller, project_id, "read promotions")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         latest = self._c.store.latest_promotion(review.project_id, review.id)
         if latest is None:
             raise NotFound(NO_PROMOTION)

@@ -153,7 +153,7 @@ class Reviews:
     def receipt(self, caller: Caller, project_id: str, review_id: str) -> ReceiptBody:
         """The attached record with its bounded logs; never accepts receipt input."""
         project = self._c.owned_project(caller, project_id, "read receipt records")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         digest = None if review.execution is None else review.execution.digest
         if digest is None:
             raise NotFound(NO_RECEIPT)
@@ -223,7 +223,7 @@ class Reviews:
         self, caller: Caller, project_id: str, review_id: str, body: dict[str, Any]
     ) -> StoredReviewReceipt:
         project = self._c.member_project(caller, project_id, "attach review receipts")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         if review.agent_id != caller.id:
             raise Forbidden("Only the agent that requested the review may attach receipts.")
         encoded = self._receipts.canonical(body)
@@ -248,7 +248,7 @@ class Reviews:
         self, caller: Caller, project_id: str, review_id: str
     ) -> ReviewReceiptList:
         project = self._c.visible_project(caller, project_id, "read review receipts")
-        review = self._c.project_review(project, review_id)
+        review = self._c.visible_review(caller, project, review_id)
         lineage = self._receipts.lineage(review.id)
         classifications = classify_lineage(lineage.values, review.commit)
         return ReviewReceiptList(

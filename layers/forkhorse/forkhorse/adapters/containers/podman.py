@@ -79,6 +79,8 @@ _CIDFILE_LAST_PAUSE = 0.02
 _CONTAINER_ID_LENGTH = 64
 _PODMAN_FAILED = 125
 _SIGKILL_EXIT = 128 + 9
+# How long a removal racing `--rm`'s own may take before cleanup counts as unconfirmed.
+_REMOVE_DEADLINE_SECONDS = 30
 # What a check that ran out of space prints (coreutils, busybox and most runtimes alike).
 _NO_SPACE = "No space left on device"
 # Checkouts already handed to the check user, most recent last; forgetting one only means
@@ -415,10 +417,22 @@ class PodmanContainerPort:
         self._remove_run_dir(container_name(handle.execution, handle.check))
 
     def _remove(self, container_id: str) -> None:
-        """Remove, and confirm it is gone."""
-        self._podman.run("rm", "--force", "--time", "0", "--ignore", container_id)
-        if not self._gone(container_id):
-            raise CleanupUnconfirmed()
+        """Remove, and confirm it is gone.
+
+        `--rm` may be removing the container at the same moment (a check that just ended):
+        our `rm` then fails on podman's lock while it still exists, so retry until the
+        deadline rather than report a cleanup that is merely in flight.
+        """
+        deadline = time.monotonic() + _REMOVE_DEADLINE_SECONDS
+        pause = 0.05
+        while True:
+            self._podman.run("rm", "--force", "--time", "0", "--ignore", container_id)
+            if self._gone(container_id):
+                return
+            if time.monotonic() >= deadline:
+                raise CleanupUnconfirmed()
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def _gone(self, container_id: str) -> bool:
         """podman logged its removal, or `container exists` answers "no" (exit code 1)."""
