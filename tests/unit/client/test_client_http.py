@@ -1,11 +1,22 @@
 """The client's HTTP policy: the service's refusals as errors with its sentence, and
-retries on connection errors and 5xx for idempotent calls only."""
+retries on connection errors and 5xx for idempotent calls only; no request, redirect or
+push carries the token to another origin than the configured service's."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
-from forkhorse.client import ApiError, ClientConfig, ForkhorseClient, ServiceUnavailable
+from forkhorse.client import (
+    ApiError,
+    ClientConfig,
+    ClientError,
+    ForkhorseClient,
+    ServiceUnavailable,
+    UsageError,
+    gitpush,
+)
 from forkhorse.client.api import IDEMPOTENT_ATTEMPTS
 
 STATE = {
@@ -34,7 +45,7 @@ def _client(
             raise answer
         return answer
 
-    config = ClientConfig("http://service", "the-token")
+    config = ClientConfig("https://service", "the-token")
     return ForkhorseClient(config, transport=httpx.MockTransport(handle), pause=lambda _: None)
 
 
@@ -79,3 +90,42 @@ def test_a_refusal_carries_the_services_sentence_status_and_reasons() -> None:
     assert refused.value.reasons == ["no receipt"]
     assert "the-token" not in str(refused.value)
     assert seen[0].read() == b'{"commit":"' + b"a" * 40 + b'"}'
+
+
+@pytest.mark.parametrize(
+    "location", ["http://127.0.0.1:9/projects/p/state", "https://service/elsewhere", "//evil/x"]
+)
+def test_a_redirect_is_never_followed(location: str) -> None:
+    seen: list[httpx.Request] = []
+    answers: list[httpx.Response | Exception] = [
+        httpx.Response(307, headers={"Location": location})
+    ]
+    with pytest.raises(ClientError, match="follows no redirect") as refused:
+        _client(answers, seen).state("p")
+    assert len(seen) == 1
+    assert "the-token" not in str(refused.value)
+
+
+def test_a_path_never_leaves_the_configured_origin() -> None:
+    seen: list[httpx.Request] = []
+    answers: list[httpx.Response | Exception] = [httpx.Response(404, json={"error": "No."})] * 3
+    client = _client(answers, seen)
+    for project in ("//evil.example", "@evil.example", "..%2f..%2f"):
+        with pytest.raises(ApiError):
+            client.state(project)
+    assert {request.url.host for request in seen} == {"service"}
+
+
+def test_a_fork_on_another_origin_is_never_pushed_to(tmp_path: Path) -> None:
+    service = ClientConfig("https://service", "the-token")
+    for clone_url in (
+        "https://evil.example/git/p/forks/f.git",
+        "https://service:8443/git/p/forks/f.git",
+        "http://service/git/p/forks/f.git",
+        "ext::sh -c touch% /tmp/pwned",
+        "--upload-pack=touch /tmp/pwned",
+        str(tmp_path),
+    ):
+        with pytest.raises(UsageError, match="Refusing to send the token") as refused:
+            gitpush.push_head(tmp_path, clone_url, service)
+        assert "the-token" not in str(refused.value)

@@ -45,7 +45,7 @@ def _called_routes() -> set[tuple[str, str]]:
         return httpx.Response(404, json={"error": "Not here."})
 
     client = ForkhorseClient(
-        ClientConfig("http://service", "t"), transport=httpx.MockTransport(handle)
+        ClientConfig("https://service", "t"), transport=httpx.MockTransport(handle)
     )
     for name, method in inspect.getmembers(client, inspect.ismethod):
         if name.startswith("_") or name in CONVENIENCES:

@@ -4,6 +4,8 @@ HTTP is httpx, with timeouts. A connection that cannot be made is retried for an
 (nothing was sent); a 5xx or a dropped answer is retried only for idempotent methods, so a
 review or a promote is never requested twice. Refusals raise `ApiError` with the service's
 sentence; the token travels only in the Authorization header and is never in a message.
+Every request goes to the configured service's origin (`forkhorse.client.origin`) and no
+redirect is followed: a 3xx is an error, so a `Location` elsewhere never gets the token.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pydantic import BaseModel
 
 from forkhorse.api import models as bodies
 from forkhorse.client.config import ClientConfig
-from forkhorse.client.errors import ApiError, ServiceUnavailable
+from forkhorse.client.errors import ApiError, ClientError, ServiceUnavailable
+from forkhorse.client.origin import Origin, OriginError, origin_of, service_origin
 from forkhorse.service import responses
 
 CONNECT_SECONDS = 10.0
@@ -44,6 +47,19 @@ def _paged(path: str, cursor: str | None, limit: int | None) -> str:
     return path + (f"?{query}" if query else "")
 
 
+def _redirected(response: httpx.Response, service: Origin) -> str:
+    """Why a redirect is an error: the client follows none (its token would go with it)."""
+    try:
+        target = origin_of(str(response.next_request.url)) if response.next_request else None
+    except OriginError:
+        target = None
+    where = "the same origin" if target == service else "another origin" if target else "?"
+    return (
+        f"The service answered {response.status_code}, a redirect to {where}; the client "
+        f"follows no redirect (the token goes only to {service}). Check the service URL."
+    )
+
+
 def _body(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
@@ -57,6 +73,7 @@ class ForkhorseClient:
         pause: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
+        self._origin = service_origin(config.url)
         self._pause = pause
         self._http = httpx.Client(
             base_url=config.url,
@@ -83,7 +100,10 @@ class ForkhorseClient:
             try:
                 # Every mutating request must say JSON, even one without a body.
                 headers = {} if method == "GET" else {"Content-Type": "application/json"}
-                response = self._http.request(method, path, json=body, headers=headers)
+                request = self._http.build_request(method, path, json=body, headers=headers)
+                if origin_of(str(request.url)) != self._origin:  # never, for a path
+                    raise OriginError("Refusing to send the token to another origin.")
+                response = self._http.send(request)
             except httpx.TransportError as exc:
                 if attempt == attempts:
                     raise ServiceUnavailable(
@@ -106,6 +126,8 @@ class ForkhorseClient:
             raise ServiceUnavailable(ApiError.from_body(response.status_code, payload).args[0])
         if response.status_code >= 400:
             raise ApiError.from_body(response.status_code, payload)
+        if response.status_code >= 300:
+            raise ClientError(_redirected(response, self._origin))
         return response.status_code, payload
 
     def _get[M: BaseModel](self, model: type[M], method: str, path: str, body: Any = None) -> M:

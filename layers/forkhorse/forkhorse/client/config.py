@@ -2,7 +2,8 @@
 profile in `~/.config/forkhorse/config.toml` (written by `forkhorse login`).
 
 The token is never taken from argv (only from a file, the environment or the profile), and
-`ClientConfig`'s repr hides it, so it cannot reach logs or tracebacks by accident.
+`ClientConfig`'s repr hides it, so it cannot reach logs or tracebacks by accident. The
+token goes only to the configured service's origin (`forkhorse.client.origin`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forkhorse.client.errors import UsageError
+from forkhorse.client.origin import service_origin
 
 URL_VARIABLE = "FORKHORSE_URL"
 TOKEN_VARIABLE = "FORKHORSE_TOKEN"  # noqa: S105 (a variable name, not a secret)
@@ -25,9 +27,16 @@ MAX_TOKEN_BYTES = 4096
 
 @dataclass(frozen=True)
 class ClientConfig:
+    """The service and the token. The URL must be http(s) with no user info, and plain http
+    only to a loopback host (`origin.service_origin`): a configuration that would send the
+    token in clear is refused here, before any request."""
+
     url: str
     token: str = field(repr=False)
     project: str | None = None
+
+    def __post_init__(self) -> None:
+        service_origin(self.url)
 
 
 def config_path() -> Path:

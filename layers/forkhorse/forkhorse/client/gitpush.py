@@ -1,8 +1,11 @@
 """Pushing a checkout's HEAD to the caller's fork with git's own credential handling.
 
 git asks a credential helper for the password; the helper is `forkhorse git-credential`,
-which answers with the token from its environment, and only for the service's own host.
-So the token is never in a URL, in `.git/config` or in any process's arguments.
+which answers with the token only for the configured service's exact origin (scheme, host,
+port: `forkhorse.client.origin`). So the token is never in a URL, in `.git/config` or in any
+process's arguments, and a URL the service names (a fork's `cloneUrl`) on another origin, or
+a redirect there, gets nothing: the push refuses such a URL before git runs, the helper is
+told the configured service (never the URL pushed to), and git follows no redirect.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from forkhorse.client.config import TOKEN_VARIABLE, URL_VARIABLE, resolve
+from forkhorse.client.config import TOKEN_VARIABLE, URL_VARIABLE, ClientConfig, resolve
 from forkhorse.client.errors import ClientError, UsageError
+from forkhorse.client.origin import credential_origin, require_service_origin, service_origin
 
 GIT_SECONDS = 300
 # The user name git sends with the token; the service reads only the password.
 GIT_USER = "forkhorse"
+# The credential request's fields that say where the password would go.
+ORIGIN_FIELDS = frozenset({"protocol", "host", "url"})
 
 
 def _git(checkout: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -55,15 +60,22 @@ def helper_command() -> str:
     return f"!{command}"
 
 
-def push_head(checkout: Path, clone_url: str, token: str, *, force: bool = False) -> None:
-    """Push HEAD to the fork's `main`, the token reaching git only through the helper."""
+def push_head(
+    checkout: Path, clone_url: str, service: ClientConfig, *, force: bool = False
+) -> None:
+    """Push HEAD to the fork's `main`, the token reaching git only through the helper, and
+    only when `clone_url` is on the configured service's origin."""
+    require_service_origin(clone_url, service.url, "the fork's cloneUrl")
     env = {
         **os.environ,
-        TOKEN_VARIABLE: token,
-        URL_VARIABLE: clone_url,
+        # The helper's service is the configured one, never the URL pushed to.
+        URL_VARIABLE: service.url,
+        TOKEN_VARIABLE: service.token,
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_ASKPASS": "",
     }
+    if service_origin(service.url).scheme == "http":  # loopback: no proxy sees it in clear
+        env |= {"NO_PROXY": "*", "no_proxy": "*"}
     args = [
         # Forget any configured helper (it might store the token), then use ours.
         "-c",
@@ -72,6 +84,9 @@ def push_head(checkout: Path, clone_url: str, token: str, *, force: bool = False
         f"credential.helper={helper_command()}",
         "-c",
         f"credential.username={GIT_USER}",
+        # A redirect is not followed, not even to the same origin.
+        "-c",
+        "http.followRedirects=false",
         "push",
         "--quiet",
         clone_url,
@@ -83,17 +98,25 @@ def push_head(checkout: Path, clone_url: str, token: str, *, force: bool = False
 
 
 def answer_credential(operation: str, request: str) -> str:
-    """The git credential protocol: for `get` on the configured service's host, its token
-    (from the environment or the profile, as for every command); otherwise nothing, and
-    git fails closed, since prompting is off."""
+    """The git credential protocol: for `get` on the configured service's exact origin
+    (scheme, host and port, default ports normalized), its token (from the environment or
+    the profile, as for every command); otherwise nothing, and git fails closed, since
+    prompting is off. A configuration with plain http to a host other than loopback has no
+    origin, so it answers nothing either."""
     if operation != "get":
         return ""
-    fields = dict(line.split("=", 1) for line in request.splitlines() if "=" in line)
+    fields: dict[str, str] = {}
+    for line in request.splitlines():
+        name, sep, value = line.partition("=")
+        if not sep or name not in ORIGIN_FIELDS:
+            continue  # `path`, `username`, `wwwauth[]`, `capability[]`: no bearing on where
+        if fields.setdefault(name, value) != value:
+            return ""  # the same field twice, with two values: answer neither
     try:
         found = resolve()
+        service = service_origin(found.url)
     except UsageError:
         return ""
-    service = urlsplit(found.url)
-    if fields.get("host") != service.netloc or fields.get("protocol") != service.scheme:
+    if credential_origin(fields) != service:
         return ""
     return f"username={GIT_USER}\npassword={found.token}\n"

@@ -23,6 +23,7 @@ from forkhorse.client.follow import (
     watch,
 )
 from forkhorse.client.gitpush import head_commit, push_head
+from forkhorse.client.origin import require_service_origin
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.service import responses
 
@@ -62,8 +63,11 @@ def submit(
     """Push the checkout's HEAD to the caller's fork and request its review (202)."""
     commit = head_commit(checkout)
     fork = own_fork(client, project, fork_name)
+    # The token goes only to the configured service: a cloneUrl on another origin is
+    # refused before anything else is asked (push_head checks again).
+    require_service_origin(fork.clone_url, client.config.url, "the fork's cloneUrl")
     client.claim(project, packet)  # claims, or renews the caller's live claim
-    push_head(checkout, fork.clone_url, client.config.token, force=force)
+    push_head(checkout, fork.clone_url, client.config, force=force)
     review = client.request_review(project, packet, fork.id, commit, follow_pushes).review
     return Submitted(project, packet, fork, commit, review)
 
