@@ -2,6 +2,10 @@
 
 Pure: text in, definitions out. Anything the parser does not accept is invalid configuration,
 which the runner records as an `infrastructure-error` with `InvalidChecksConfig`'s message.
+
+A check may also name, in `protects`, the paths whose contents count as part of the check
+(the protected-checks policy compares them against canonical); `protected_globs` adds the
+defaults for the runners its command names (see `default_protects`).
 """
 
 import hashlib
@@ -10,9 +14,10 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from forkhorse.domain.wire import WIRE_CONFIG
+from forkhorse.domain.limits import PROTECTS, SNAPSHOT
+from forkhorse.domain.wire import WIRE_CONFIG, is_none
 
 CHECKS_PATH = ".forkhorse/checks"
 QUICK_MODULE_DIR = ".forkhorse/quick/"
@@ -25,9 +30,10 @@ MIN_TIMEOUT_SECONDS = 1
 MAX_TIMEOUT_SECONDS = 3600
 DEFAULT_FULL_TIMEOUT_SECONDS = 600
 
-QUICK_FIELDS = frozenset({"name", "tier", "module"})
+QUICK_REQUIRED_FIELDS = frozenset({"name", "tier", "module"})
+QUICK_FIELDS = QUICK_REQUIRED_FIELDS | {"protects"}
 FULL_REQUIRED_FIELDS = frozenset({"name", "tier", "image", "run"})
-FULL_FIELDS = FULL_REQUIRED_FIELDS | {"timeoutSeconds"}
+FULL_FIELDS = FULL_REQUIRED_FIELDS | {"timeoutSeconds", "protects"}
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # A quick module's extension picks its runtime; this is the one place that choice is made.
@@ -55,6 +61,8 @@ class QuickCheckDef(BaseModel):
     name: str
     tier: Literal["quick"] = "quick"
     module: str
+    # Absent unless declared, so the recorded definition of a check without it is unchanged.
+    protects: tuple[str, ...] | None = Field(default=None, exclude_if=is_none)
 
     def definition(self) -> dict[str, object]:
         """The normalized wire form recorded in a receipt's check record."""
@@ -76,6 +84,7 @@ class FullCheckDef(BaseModel):
     image: str
     run: str
     timeout_seconds: int = DEFAULT_FULL_TIMEOUT_SECONDS
+    protects: tuple[str, ...] | None = Field(default=None, exclude_if=is_none)
 
     def definition(self) -> dict[str, object]:
         """The normalized wire form, with the effective timeout spelled out."""
@@ -163,14 +172,17 @@ def _require_name(where: str, item: dict[str, object]) -> str:
 
 
 def _parse_quick(where: str, name: str, item: dict[str, object]) -> QuickCheckDef:
-    _require_exact_fields(where, item, required=QUICK_FIELDS, allowed=QUICK_FIELDS, tier="quick")
+    _require_exact_fields(
+        where, item, required=QUICK_REQUIRED_FIELDS, allowed=QUICK_FIELDS, tier="quick"
+    )
     module = item["module"]
     if not isinstance(module, str) or not _MODULE.fullmatch(module):
         raise InvalidChecksConfig(
             f"{where} has the module {_shown(module)}; a quick module must be one .js or .py "
             f"file directly under {QUICK_MODULE_DIR} (letters, digits, underscores or hyphens)."
         )
-    return QuickCheckDef(name=name, module=module)
+    protects = _parse_protects(where, item)
+    return QuickCheckDef(name=name, module=module, protects=protects)
 
 
 def _parse_full(where: str, name: str, item: dict[str, object]) -> FullCheckDef:
@@ -197,7 +209,8 @@ def _parse_full(where: str, name: str, item: dict[str, object]) -> FullCheckDef:
             f'{where} has "timeoutSeconds" {_shown(timeout)}; it must be a whole number '
             f"from {MIN_TIMEOUT_SECONDS} to {MAX_TIMEOUT_SECONDS}."
         )
-    return FullCheckDef(name=name, image=image, run=run, timeout_seconds=timeout)
+    protects = _parse_protects(where, item)
+    return FullCheckDef(name=name, image=image, run=run, timeout_seconds=timeout, protects=protects)
 
 
 def _require_exact_fields(
@@ -235,3 +248,228 @@ def _shown(value: object) -> str:
 def quick_module_digest(source: str) -> str:
     """A quick check's image digest: `module:sha256:<hex>` of the module source's UTF-8 bytes."""
     return "module:sha256:" + hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+# --- protects: the paths whose contents count as part of a check ----------------------------
+#
+# A glob is a repository-relative path of `/`-separated segments. In a segment `*` matches
+# any run of characters and `?` one character (never a `/`, dot files included); a whole
+# segment `**` matches any number of segments, none included. A glob that matches a
+# directory protects everything under it. There are no character classes, braces or
+# negation. Matching simulates the glob segment by segment (an NFA), so its cost is bounded
+# by the glob's and the path's lengths, whatever either holds.
+
+_GLOB_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\\[\]{}]")
+_GLOBSTAR = "**"
+
+
+def _parse_protects(where: str, item: dict[str, object]) -> tuple[str, ...] | None:
+    if "protects" not in item:
+        return None
+    globs = item["protects"]
+    if not isinstance(globs, list):
+        raise InvalidChecksConfig(f'{where} must have "protects" as a JSON array of path globs.')
+    if len(globs) > PROTECTS.globs:
+        raise InvalidChecksConfig(
+            f'{where} lists {len(globs)} "protects" globs; at most {PROTECTS.globs} are allowed.'
+        )
+    seen: set[str] = set()
+    for glob in globs:
+        problem = glob_problem(glob)
+        if problem is not None:
+            raise InvalidChecksConfig(f'{where} has the "protects" glob {_shown(glob)}: {problem}')
+        assert isinstance(glob, str)
+        if glob in seen:
+            raise InvalidChecksConfig(f'{where} lists the "protects" glob {_shown(glob)} twice.')
+        seen.add(glob)
+    return tuple(str(glob) for glob in globs)
+
+
+def glob_problem(glob: object) -> str | None:
+    """Why `glob` is not a safe protects glob, as a sentence; None when it is one."""
+    if not isinstance(glob, str) or not glob:
+        return "a glob is a non-empty string."
+    if len(glob) > PROTECTS.glob_chars:
+        return f"a glob is at most {PROTECTS.glob_chars} characters."
+    if _GLOB_FORBIDDEN.search(glob):
+        return "a glob has no control characters, backslashes, brackets or braces."
+    segments = glob.split("/")
+    if len(segments) > SNAPSHOT.path_levels:
+        return f"a glob is at most {SNAPSHOT.path_levels} levels."
+    for segment in segments:
+        if not segment:
+            return "a glob is a relative path with no empty segment (no leading or trailing /)."
+        if segment in (".", ".."):
+            return "a glob has no . or .. segment."
+        if segment.lower() == ".git":
+            return "a glob has no .git segment."
+        if _GLOBSTAR in segment and segment != _GLOBSTAR:
+            return "** is a whole segment of a glob."
+    return None
+
+
+def _segment_matches(pattern: str, name: str) -> bool:
+    """`*` and `?` wildcard match of one segment: greedy, backtracking only to the last
+    `*`, so at most len(pattern) * len(name) steps."""
+    p = n = 0
+    star, resume = -1, 0
+    while n < len(name):
+        if p < len(pattern) and pattern[p] in ("?", name[n]) and pattern[p] != "*":
+            p, n = p + 1, n + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, resume = p, n
+            p += 1
+        elif star >= 0:
+            p, resume = star + 1, resume + 1
+            n = resume
+        else:
+            return False
+    while p < len(pattern) and pattern[p] == "*":
+        p += 1
+    return p == len(pattern)
+
+
+class GlobSet:
+    """Compiled protects globs: which paths they protect, and which directories may hold one."""
+
+    def __init__(self, globs: Sequence[str]) -> None:
+        self.globs = tuple(dict.fromkeys(globs))
+        self._patterns = [tuple(glob.split("/")) for glob in self.globs]
+
+    def __bool__(self) -> bool:
+        return bool(self.globs)
+
+    @staticmethod
+    def _closure(pattern: tuple[str, ...], states: set[int]) -> set[int]:
+        closed = set(states)
+        for state in sorted(states):
+            while state < len(pattern) and pattern[state] == _GLOBSTAR:
+                state += 1
+                closed.add(state)
+        return closed
+
+    def _run(self, pattern: tuple[str, ...], parts: Sequence[str]) -> tuple[bool, set[int]]:
+        """(whether the glob matched `parts` or a directory above them, the live states)."""
+        end = len(pattern)
+        states = self._closure(pattern, {0})
+        for part in parts:
+            if end in states:
+                return True, states
+            following: set[int] = set()
+            for state in states:
+                if state == end:
+                    continue
+                if pattern[state] == _GLOBSTAR:
+                    following.add(state)
+                elif _segment_matches(pattern[state], part):
+                    following.add(state + 1)
+            if not following:
+                return False, following
+            states = self._closure(pattern, following)
+        return end in states, states
+
+    def matches(self, parts: Sequence[str]) -> bool:
+        return any(self._run(pattern, parts)[0] for pattern in self._patterns)
+
+    def may_hold(self, parts: Sequence[str]) -> bool:
+        """Whether a path under the directory `parts` could be protected."""
+        for pattern in self._patterns:
+            matched, states = self._run(pattern, parts)
+            if matched or states:
+                return True
+        return False
+
+
+# The files each runner reads from the checkout to decide what runs (at any depth: `cd app &&
+# npm test` reads app/.npmrc). Test-framework configuration beyond these is a check's own
+# `protects` to declare.
+NODE_PROTECTS = (
+    "**/package.json",
+    "**/.npmrc",
+    "**/package-lock.json",
+    "**/npm-shrinkwrap.json",
+    "**/yarn.lock",
+    "**/pnpm-lock.yaml",
+    "**/pnpm-workspace.yaml",
+    "**/.pnpmfile.cjs",
+    "**/.yarnrc",
+    "**/.yarnrc.yml",
+    "**/.nvmrc",
+    "**/node_modules",
+)
+PYTHON_PROTECTS = (
+    "**/pyproject.toml",
+    "**/setup.cfg",
+    "**/pytest.ini",
+    "**/.pytest.ini",
+    "**/tox.ini",
+    "**/noxfile.py",
+    "**/conftest.py",
+    # `python -m pytest` imports from the working directory first: a checkout's own
+    # `pytest` module would replace the runner.
+    "pytest.py",
+    "pytest",
+    "_pytest",
+)
+MAKE_PROTECTS = ("**/Makefile", "**/makefile", "**/GNUmakefile", "**/*.mk")
+
+RUNNER_PROTECTS: dict[str, tuple[str, ...]] = {
+    "node": NODE_PROTECTS,
+    "python": PYTHON_PROTECTS,
+    "make": MAKE_PROTECTS,
+}
+_RUNNER_OF_WORD = {
+    **dict.fromkeys(("npm", "npx", "yarn", "pnpm", "node", "corepack"), "node"),
+    **dict.fromkeys(("pytest", "py.test", "python", "python3", "tox", "nox"), "python"),
+    **dict.fromkeys(("make", "gmake"), "make"),
+}
+_VERSIONED_PYTHON = re.compile(r"python3\.\d{1,2}")
+# A command's words: what stays between blanks, quotes and shell punctuation, so a runner is
+# found inside `sh -c "npm test"`, after `cd app &&` or behind `FOO=1`.
+_WORD = re.compile(r"[^\s;&|()<>'\"`$\\{}=]+")
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".py", ".mk", ".pl", ".rb")
+_COMMAND_PATH = re.compile(r"[A-Za-z0-9._+@,-]+(?:/[A-Za-z0-9._+@,-]+)*")
+
+
+def _runner(word: str) -> str | None:
+    name = word.rsplit("/", 1)[-1]
+    if _VERSIONED_PYTHON.fullmatch(name):
+        return "python"
+    return _RUNNER_OF_WORD.get(name)
+
+
+def _command_path(word: str) -> str | None:
+    """A relative file path the command names (`sh ci/test.sh`, `./bin/npm`), if `word` is one."""
+    path = word.removeprefix("./")
+    if not _COMMAND_PATH.fullmatch(path) or path.startswith("-"):
+        return None
+    if "/" not in path and not path.endswith(_SCRIPT_SUFFIXES):
+        return None
+    return path if glob_problem(path) is None else None
+
+
+def default_protects(check: CheckDef) -> tuple[str, ...]:
+    """What a check protects without declaring it. A quick check: nothing (its module is
+    compared already). A full check: for every word of its command that names a runner
+    (`npm`, `npx`, `yarn`, `pnpm`, `node`, `corepack`; `pytest`, `py.test`, `python`,
+    `python3`, `python3.N`, `tox`, `nox`; `make`, `gmake`, by the word's last path
+    segment), that runner's configuration files; and each relative file path it names
+    (one with a `/` or a script suffix, at most `PROTECTS.command_paths`)."""
+    if not isinstance(check, FullCheckDef):
+        return ()
+    runners: list[str] = []
+    paths: list[str] = []
+    for word in _WORD.findall(check.run):
+        runner = _runner(word)
+        if runner is not None and runner not in runners:
+            runners.append(runner)
+        path = _command_path(word)
+        if path is not None and path not in paths and len(paths) < PROTECTS.command_paths:
+            paths.append(path)
+    defaults = [glob for runner in sorted(runners) for glob in RUNNER_PROTECTS[runner]]
+    return tuple(dict.fromkeys([*defaults, *paths]))
+
+
+def protected_globs(check: CheckDef) -> tuple[str, ...]:
+    """Everything a check protects: its defaults, then what it declares."""
+    return tuple(dict.fromkeys([*default_protects(check), *(check.protects or ())]))

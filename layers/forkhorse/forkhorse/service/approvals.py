@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from forkhorse import records
 from forkhorse.domain.canonical import RecordCorruptedError
-from forkhorse.domain.checks import CHECKS_PATH, InvalidChecksConfig, QuickCheckDef, parse_checks
+from forkhorse.domain.checks import (
+    CHECKS_PATH,
+    GlobSet,
+    InvalidChecksConfig,
+    QuickCheckDef,
+    parse_checks,
+)
 from forkhorse.domain.checks_change import (
     ChecksDiff,
     DeclaredCheck,
+    PathChange,
+    ProtectedPathsUncompared,
+    changed_protected_paths,
     declared_checks,
     diff_checks,
     unaccepted_reasons,
+    with_protected_changes,
 )
 from forkhorse.domain.gate import Definitions, GateEvidence, validate_required
 from forkhorse.domain.model import Approval, CheckChange, Project, Review
@@ -89,17 +99,49 @@ def checks_diff(
     context: Context, project_id: str, commit: str, reviewed: GateEvidence | None = None
 ) -> ChecksDiff:
     """Canonical's head's checks against `commit`'s (read again unless `reviewed` already
-    holds them). With no canonical head yet, nothing is protected: every check is added."""
+    holds them), each check with the paths it protects that differ between the two.
+    With no canonical head yet, nothing is protected: every check is added."""
     repos = context.repos(project_id)
     head = repos.head()
     base = {} if head is None else _declared(repos, head)
     if reviewed is None:
-        return diff_checks(base, _declared(repos, commit))
-    return diff_checks(base, declared_checks(reviewed.definitions, reviewed.module_sources))
+        declared = _declared(repos, commit)
+    else:
+        declared = declared_checks(reviewed.definitions, reviewed.module_sources)
+    if head is not None:
+        base, declared = _with_protected_paths(repos, head, commit, base, declared)
+    return diff_checks(base, declared)
 
 
 def _declared(repos: GitStore, commit: str) -> dict[str, DeclaredCheck]:
     return declared_checks(*read_definitions(repos, commit))
+
+
+def _with_protected_paths(
+    repos: GitStore,
+    canonical: str,
+    commit: str,
+    base: dict[str, DeclaredCheck],
+    head: dict[str, DeclaredCheck],
+) -> tuple[dict[str, DeclaredCheck], dict[str, DeclaredCheck]]:
+    """Both sides' checks with the protected paths that differ: one bounded walk of the
+    trees that differ between canonical's head and the commit (an unreadable commit or
+    tree fails closed, as uncompared paths)."""
+    trees: tuple[str, str] | None
+    try:
+        trees = (repos.read_commit(canonical).tree, repos.read_commit(commit).tree)
+    except (SnapshotError, KeyError, ValueError):
+        trees = None
+
+    def compare(globs: GlobSet) -> dict[str, PathChange]:
+        if trees is None:
+            raise ProtectedPathsUncompared()
+        try:
+            return changed_protected_paths(repos.read_tree, *trees, globs)
+        except (SnapshotError, KeyError, ValueError) as unreadable:
+            raise ProtectedPathsUncompared() from unreadable
+
+    return with_protected_changes(base, head, compare, trees or (canonical, commit))
 
 
 RECEIPT_CHANGED = "The review's receipt changed while approving; try again."
