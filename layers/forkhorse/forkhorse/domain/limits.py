@@ -182,31 +182,8 @@ class QueueLimits:
     queued_per_agent: int = 20  # waiting review runs of one agent; more are refused
     quick_slots: int = 2  # quick checks at once (bubblewrap children)
     full_slots: int = 2  # full checks at once (containers)
-    # Full slots one project's review runs may hold at once: max(1, full_slots - 1), so with
-    # two or more slots one is always out of a single project's reach and another project's
-    # full check starts as soon as it is queued, however long the first project's checks are.
-    full_slots_per_project: int = 1
     check_slots: int = 2  # quick and full checks at once, both lanes together
     promote_slots: int = 1  # extra quick, full and check slots only before-promote runs may use
-
-
-# --- a graceful stop of the local server -----------------------------------------------------
-@dataclass(frozen=True)
-class StopLimits:
-    """`forkhorse serve` on SIGTERM or SIGINT: it stops taking work, ends every run in flight
-    as an infrastructure error that says the service stopped, removes their containers and
-    unmounts their workspaces, then exits (`serve.py`, `runner/supervisor.py`)."""
-
-    # Runs in flight get this long to notice and clean up after themselves (a full check
-    # notices within 50 ms and its container goes at once; a quick check in its sandbox ends
-    # by its own 10 s deadline). Then every container and workspace of the home is swept.
-    drain_seconds: float = 15.0
-    # From the signal to the exit, requests in flight (5 s) and the sweep included: what the
-    # README promises. Past it the process exits anyway; the next start sweeps, as after a crash.
-    stop_seconds: float = 30.0
-
-
-STOP = StopLimits()
 
 
 # --- the local server's log --------------------------------------------------------------
@@ -270,7 +247,6 @@ def queue_for_concurrency(concurrency: int) -> QueueLimits:
         running_total=max(QUEUE.running_total, concurrency),
         quick_slots=concurrency,
         full_slots=concurrency,
-        full_slots_per_project=max(1, concurrency - 1),
         check_slots=concurrency,
     )
 
@@ -290,70 +266,3 @@ class ProtectsLimits:
 
 
 PROTECTS = ProtectsLimits()
-
-
-# --- what one fork may keep stored (issue 28) ---------------------------------------------
-@dataclass(frozen=True)
-class ForkStorageLimits:
-    """What one fork may accumulate across pushes, checked on every push to it
-    (`adapters/git/quota.py`); a push past either is refused whole, nothing stored.
-
-    A fork's bytes are the pack bytes its pushes added (as stored, completed thin packs
-    included), each charged from the push until the garbage collection that runs after the
-    grace period has passed; that collection then charges the fork what its refs still keep:
-    the packed bytes of the objects reachable from the fork's refs and not from canonical's.
-    Pushes younger than the grace period stay charged whole (their bytes stay on disk at
-    least that long, whatever the refs do), so the charge never falls below what is stored.
-    """
-
-    bytes: int = 1 * GIB  # FORKHORSE_FORK_QUOTA_BYTES overrides it (tests)
-    refs: int = 1_000  # branches and tags of one fork; FORKHORSE_FORK_QUOTA_REFS overrides
-    ledger_entries: int = 256  # pushes remembered one by one; older ones are merged
-    # How often `forkhorse serve` collects garbage (records, chunks, packs, fork charges);
-    # FORKHORSE_GC_INTERVAL_SECONDS overrides it, FORKHORSE_GC_GRACE_SECONDS the grace.
-    collect_every_seconds: int = 600
-
-
-FORK_STORAGE = ForkStorageLimits()
-
-
-# --- git history and negotiation walks, git request concurrency (issue 28) ------------------
-@dataclass(frozen=True)
-class GitWalkLimits:
-    """What one question about git history may read, whatever an agent pushed.
-
-    Ancestry (the gate's and promote's fast-forward check, `adapters/git/ancestry.py`): each
-    commit's generation and parents are remembered per project once read, and each answer
-    per (ancestor, descendant) pair, so a repeated question reads nothing and a new commit on
-    top of an answered one reads only itself. A question that would read more new commits
-    than `history_commits` keeps what it learned and is refused (409); asking again goes on.
-
-    Negotiation (upload-pack, `adapters/git/upload.py`): a `have` naming a missing object or
-    one that is not a commit is dropped after one lookup; the walk that decides whether a
-    commit `have` is visible to the caller reads at most `negotiation_commits` commits, and
-    at most `negotiation_haves` haves are considered. What is dropped only makes the pack
-    larger, which the clone byte limit bounds.
-    """
-
-    history_commits: int = 200_000  # new commits one ancestry question may read (409)
-    memo_commits: int = 200_000  # commits a process-memory ancestry memo keeps (AWS; LRU)
-    negotiation_commits: int = 10_000  # commits one fetch's visibility walk may read
-    negotiation_haves: int = 256  # haves one fetch request may name; the rest are dropped
-
-
-@dataclass(frozen=True)
-class GitConcurrencyLimits:
-    """Git smart-HTTP requests one server works on at once (`adapters/git/admission.py`),
-    fewer than `forkhorse serve`'s threads, so API requests and other projects always find
-    one. Past a cap a request waits up to `wait_seconds` (at most `waiting` of them wait);
-    otherwise it is answered 503 with `Retry-After`, having read nothing."""
-
-    requests: int = 4  # git requests served at once, all projects together
-    per_project: int = 2  # git requests of one project served at once
-    waiting: int = 2  # git requests waiting for a slot, all projects together
-    wait_seconds: float = 5.0
-    retry_after_seconds: int = 2
-
-
-GIT_WALKS = GitWalkLimits()
-GIT_CONCURRENCY = GitConcurrencyLimits()
