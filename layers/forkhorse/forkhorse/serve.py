@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from forkhorse.api.wsgi import access_logged
-from forkhorse.domain.limits import GIT
+from forkhorse.domain.limits import GIT, STOP
 from forkhorse.observability import log_to_files
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import (
@@ -23,6 +25,9 @@ from forkhorse.wiring.settings import LocalSettings
 
 DEFAULT_HOST = "127.0.0.1"
 THREADS = 8
+# How long waitress's own shutdown waits for requests in flight (its default) before the
+# runs drain: the rest of STOP.stop_seconds is the drain's.
+REQUESTS_STOP_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +92,31 @@ def _serve(args: argparse.Namespace) -> int:
         threading.Thread(
             target=seed_demo, args=(app, home, url, token), name="demo-seed", daemon=True
         ).start()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stop, as Ctrl-C is
     try:
         server.run()
     except KeyboardInterrupt:
         pass
     finally:
         server.close()
-        app.close()
+        _drain(app)
     return 0
+
+
+def _drain(app: LocalApp) -> None:
+    """A graceful stop: no more requests are served; runs in flight end as infrastructure
+    errors saying the service stopped, their containers removed and workspaces unmounted
+    (`LocalSupervisor.shutdown`). A stop never outlasts STOP.stop_seconds: past it, the
+    process exits and the next start sweeps what is left, as after a crash."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM cannot cut the drain
+    began = time.monotonic()
+    closing = threading.Thread(target=app.close, name="drain", daemon=True)
+    closing.start()
+    closing.join(STOP.stop_seconds - REQUESTS_STOP_SECONDS)
+    if closing.is_alive():
+        log.error("the stop overran %.0f s; the next start sweeps", time.monotonic() - began)
+    else:
+        log.info("stopped", extra={"seconds": round(time.monotonic() - began, 3)})
 
 
 def _print_line(line: str) -> None:

@@ -83,7 +83,10 @@ def test_never_more_checks_at_once_than_the_machines_concurrency(concurrency: in
 def test_full_checks_fill_the_machine_and_only_one_quick_check_runs_beside_them() -> None:
     """Two checks at once: two full checks fill the machine; one quick check (short and
     small) still runs beside them, so another project is not stalled, and the next waits."""
-    scheduler = FairScheduler(QueueLimits(running_per_project=4, check_slots=2))
+    # One project may hold both full slots here (by default it holds one of two, see
+    # tests/hostile/test_full_slots.py): this is about the machine's slots, not shares.
+    limits = QueueLimits(running_per_project=4, check_slots=2, full_slots_per_project=2)
+    scheduler = FairScheduler(limits)
     checks = CountingChecks()
 
     def one_check(lane: LaneName) -> Callable[[Ticket], None]:

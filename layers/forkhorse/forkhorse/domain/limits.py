@@ -182,8 +182,31 @@ class QueueLimits:
     queued_per_agent: int = 20  # waiting review runs of one agent; more are refused
     quick_slots: int = 2  # quick checks at once (bubblewrap children)
     full_slots: int = 2  # full checks at once (containers)
+    # Full slots one project's review runs may hold at once: max(1, full_slots - 1), so with
+    # two or more slots one is always out of a single project's reach and another project's
+    # full check starts as soon as it is queued, however long the first project's checks are.
+    full_slots_per_project: int = 1
     check_slots: int = 2  # quick and full checks at once, both lanes together
     promote_slots: int = 1  # extra quick, full and check slots only before-promote runs may use
+
+
+# --- a graceful stop of the local server -----------------------------------------------------
+@dataclass(frozen=True)
+class StopLimits:
+    """`forkhorse serve` on SIGTERM or SIGINT: it stops taking work, ends every run in flight
+    as an infrastructure error that says the service stopped, removes their containers and
+    unmounts their workspaces, then exits (`serve.py`, `runner/supervisor.py`)."""
+
+    # Runs in flight get this long to notice and clean up after themselves (a full check
+    # notices within 50 ms and its container goes at once; a quick check in its sandbox ends
+    # by its own 10 s deadline). Then every container and workspace of the home is swept.
+    drain_seconds: float = 15.0
+    # From the signal to the exit, requests in flight (5 s) and the sweep included: what the
+    # README promises. Past it the process exits anyway; the next start sweeps, as after a crash.
+    stop_seconds: float = 30.0
+
+
+STOP = StopLimits()
 
 
 # --- the local server's log --------------------------------------------------------------
@@ -247,6 +270,7 @@ def queue_for_concurrency(concurrency: int) -> QueueLimits:
         running_total=max(QUEUE.running_total, concurrency),
         quick_slots=concurrency,
         full_slots=concurrency,
+        full_slots_per_project=max(1, concurrency - 1),
         check_slots=concurrency,
     )
 

@@ -9,18 +9,27 @@ Two levels, so one busy project cannot hold up another:
   only one per project). An agent may keep only so many review runs waiting.
 - Lanes. An active run takes a slot of the quick lane for each quick check and a slot of the
   full lane for each full check, and gives it back after. A freed slot goes to a
-  before-promote run first, then to the least recently served project. Each lane keeps
-  reserved slots only before-promote runs may use, so they never wait behind review runs.
+  before-promote run first, then to the project holding the fewest slots of that lane, then
+  to the least recently served one. Each lane keeps reserved slots only before-promote runs
+  may use, so they never wait behind review runs.
+- Shares. One project's review runs hold at most `full_slots_per_project` full slots
+  (max(1, N - 1) of N): with two or more, a slot is always out of one project's reach, so
+  another project's full check starts when it is queued, however long the first project's
+  checks run (an agent has one run at a time, so it holds at most one full slot).
 
 Because quick checks hold the quick lane one check at a time and full checks never take it,
 another project's quick check waits at most for the quick checks already in progress (one
 quick check's time, bounded by the sandbox deadline), never for a full check.
+
+A stop (`stop`) ends every active run at its next step with `Stopped`, and a run waiting for
+a slot at once: the service is shutting down and drains.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +44,10 @@ Cancel = Literal["queued", "running"]
 
 class Cancelled(Exception):
     """The run was superseded: it stops at its next step."""
+
+
+class Stopped(Cancelled):
+    """The service is stopping: the run ends at its next step as an infrastructure error."""
 
 
 class QueueFull(Exception):
@@ -80,12 +93,16 @@ QUICK_EXTRA_SLOTS = 1
 
 
 class Lane:
-    """A fixed number of slots handed out fairly: priority first, then least recent project."""
+    """A fixed number of slots handed out fairly: priority first, then the project holding the
+    fewest, then the least recent project. `per_project` bounds what one project's review
+    runs hold at once (before-promote runs are not counted)."""
 
-    def __init__(self, shared: int, reserved: int) -> None:
+    def __init__(self, shared: int, reserved: int, per_project: int | None = None) -> None:
         self._shared = shared
         self._reserved = reserved
+        self._per_project = per_project
         self._in_use = 0
+        self._held: Counter[str] = Counter()  # slots held by each project's review runs
         self._waiting: list[_Waiter] = []
         self._arrivals = itertools.count()
         self._recency = _Recency(itertools.count())
@@ -96,25 +113,36 @@ class Lane:
         with self._changed:
             return self._in_use
 
-    def acquire(self, job: Job, cancelled: threading.Event, extra: int = 0) -> None:
-        """Wait for a slot; `extra` slots beyond the shared ones are open to this caller."""
+    def held_by(self, project: str) -> int:
+        """Slots `project`'s review runs hold now."""
+        with self._changed:
+            return self._held[project]
+
+    def acquire(self, job: Job, interrupted: Callable[[], None], extra: int = 0) -> None:
+        """Wait for a slot; `extra` slots beyond the shared ones are open to this caller.
+        `interrupted` raises when the caller must stop waiting (cancelled or stopping)."""
         with self._changed:
             waiter = (job, next(self._arrivals), extra)
             self._waiting.append(waiter)
             try:
                 while self._next() != waiter:
-                    if cancelled.is_set():
-                        raise Cancelled()
+                    interrupted()
                     self._changed.wait()
             finally:
                 self._waiting.remove(waiter)
             self._in_use += 1
+            if not job.priority:
+                self._held[job.project] += 1
             self._recency.served(job.project)
             self._changed.notify_all()
 
-    def release(self) -> None:
+    def release(self, job: Job) -> None:
         with self._changed:
             self._in_use -= 1
+            if not job.priority:
+                self._held[job.project] -= 1
+                if self._held[job.project] == 0:
+                    del self._held[job.project]  # keep the counter bounded
             self._changed.notify_all()
 
     def wake(self) -> None:
@@ -123,15 +151,19 @@ class Lane:
 
     def _fits(self, waiter: _Waiter) -> bool:
         job, _, extra = waiter
-        return self._in_use < self._shared + extra + (self._reserved if job.priority else 0)
+        if job.priority:
+            return self._in_use < self._shared + extra + self._reserved
+        if self._per_project is not None and self._held[job.project] >= self._per_project:
+            return False
+        return self._in_use < self._shared + extra
 
     def _next(self) -> _Waiter | None:
         fitting = [waiter for waiter in self._waiting if self._fits(waiter)]
         return min(fitting, key=self._rank, default=None)
 
-    def _rank(self, waiter: _Waiter) -> tuple[bool, int, int]:
+    def _rank(self, waiter: _Waiter) -> tuple[bool, int, int, int]:
         job, arrival, _ = waiter
-        return (not job.priority, self._recency.of(job.project), arrival)
+        return (not job.priority, self._held[job.project], self._recency.of(job.project), arrival)
 
 
 class Ticket:
@@ -142,10 +174,16 @@ class Ticket:
         self._lanes = lanes
         self._checks = checks
         self._cancelled = threading.Event()
+        self._stopped = False
 
     def check(self) -> None:
+        """Raise `Stopped` when the service stops, `Cancelled` when the run was superseded."""
         if self._cancelled.is_set():
-            raise Cancelled()
+            raise Stopped() if self._stopped else Cancelled()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     @contextmanager
     def slot(self, name: LaneName) -> Iterator[None]:
@@ -157,11 +195,16 @@ class Ticket:
 
     @contextmanager
     def _held(self, lane: Lane, extra: int = 0) -> Iterator[None]:
-        lane.acquire(self.job, self._cancelled, extra)
+        lane.acquire(self.job, self.check, extra)
         try:
             yield
         finally:
-            lane.release()
+            lane.release(self.job)
+
+    def stop(self) -> None:
+        """The service is stopping: the run ends at its next step (see `Stopped`)."""
+        self._stopped = True
+        self.cancel()
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -180,6 +223,7 @@ class FairScheduler:
                 limits.running_total,
                 limits.quick_slots,
                 limits.full_slots,
+                limits.full_slots_per_project,
                 limits.check_slots,
             )
             < 1
@@ -188,7 +232,7 @@ class FairScheduler:
         self._limits = limits
         self.lanes: dict[LaneName, Lane] = {
             "quick": Lane(limits.quick_slots, limits.promote_slots),
-            "full": Lane(limits.full_slots, limits.promote_slots),
+            "full": Lane(limits.full_slots, limits.promote_slots, limits.full_slots_per_project),
         }
         self.checks = Lane(limits.check_slots, limits.promote_slots)
         self._lock = threading.Lock()
@@ -252,17 +296,27 @@ class FairScheduler:
         with self._lock:
             return self._queued_agents[agent]
 
-    def shutdown(self) -> list[Job]:
-        """Drop queued runs (returned, never started) and wait for active ones to end."""
+    def shutdown(self, timeout_seconds: float | None = None) -> tuple[list[Job], list[Job]]:
+        """Drop queued runs and wait for active ones to end, at most `timeout_seconds`.
+        Returns the dropped runs (never started) and the runs still active at the deadline."""
         with self._lock:
             self._closed = True
             dropped = [entry.job for entry in self._queued]
             for entry in list(self._queued):
                 self._unqueue(entry)
-            threads = [thread for _, thread in self._active.values()]
-        for thread in threads:
-            thread.join()
-        return dropped
+            active = list(self._active.values())
+        give_up = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        for _, thread in active:
+            thread.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        return dropped, [ticket.job for ticket, thread in active if thread.is_alive()]
+
+    def stop(self) -> None:
+        """Admit nothing more, and end every active run at its next step (`Stopped`)."""
+        with self._lock:
+            self._closed = True
+            tickets = [ticket for ticket, _ in self._active.values()]
+        for ticket in tickets:
+            ticket.stop()
 
     # --- admission ------------------------------------------------------------------------
 

@@ -9,6 +9,11 @@ Runs are scheduled fairly (`runner/scheduler.py`): per-project and per-agent lim
 before-promote runs first, quick and full checks in separate lanes. A superseded run is
 cancelled: queued, it never starts; running, it stops at its next step and its container is
 destroyed; either way its history ends with `ExecutionAborted`, as StopExecution's would.
+
+A graceful stop (`shutdown`) drains: nothing more is admitted, every run in flight ends at its
+next step (a running container is destroyed at once, its workspace unmounted) as an
+infrastructure error that says the service stopped, persisted before the store closes, and
+whatever a run did not clean up by the drain deadline is swept (`STOP`).
 """
 
 from __future__ import annotations
@@ -19,15 +24,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from contextlib import ExitStack
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from forkhorse.domain.limits import QUEUE, QueueLimits
+from forkhorse.domain.limits import QUEUE, STOP, QueueLimits, StopLimits
 from forkhorse.domain.model import InvalidatedExecution
+from forkhorse.domain.receipts import (
+    INTERRUPTED_CHECK_NAME,
+    ReceiptSummary,
+    format_timestamp,
+    infrastructure_row,
+    parse_timestamp,
+)
 from forkhorse.domain.run import RunRef
+from forkhorse.ports.containers import ContainerHandle
 from forkhorse.ports.git import PackCollector
 from forkhorse.runner import steps
 from forkhorse.runner.collector import collect
@@ -45,7 +58,14 @@ from forkhorse.runner.contracts import (
 )
 from forkhorse.runner.history import HISTORY_SUFFIX, ExecutionHistory, read_history
 from forkhorse.runner.recovery import remove_stale_exports
-from forkhorse.runner.scheduler import Cancelled, FairScheduler, Job, QueueFull, Ticket
+from forkhorse.runner.scheduler import (
+    Cancelled,
+    FairScheduler,
+    Job,
+    QueueFull,
+    Stopped,
+    Ticket,
+)
 
 if TYPE_CHECKING:
     from forkhorse.runner.promote_local import LocalPromotes
@@ -56,6 +76,8 @@ QUEUE_CHECK_NAME = "receipt queue"
 SUPERSEDED = "A newer execution of this review superseded this one."
 COLLECT_EVERY = timedelta(hours=1)  # as the AWS collector's schedule
 CANCEL_CHECK_SECONDS = 0.05  # how soon a superseded run notices, while its container runs
+SERVICE_STOPPED = "The service stopped while the check ran."
+SERVICE_STOPPED_QUEUED = "The service stopped before this receipt run started."
 
 
 class LocalSupervisor:
@@ -77,6 +99,7 @@ class LocalSupervisor:
         self._history_dir = history_dir
         self._scheduler = FairScheduler(limits)
         self._runs: dict[str, Future[None]] = {}
+        self._refs: dict[str, RunRef] = {}  # the runs of `_runs`, to end them at a stop
         self._lock = threading.Lock()
         self._checkouts = checkouts
         self._promotes: LocalPromotes | None = None
@@ -156,14 +179,55 @@ class LocalSupervisor:
         """Promote workflows need the service's context, which is built on this supervisor."""
         self._promotes = promotes
 
-    def shutdown(self) -> None:
-        """Stop admitting runs, then wait for the background recovery and collection: they
-        use the store, which the runtime closes next."""
+    def shutdown(self, limits: StopLimits = STOP) -> None:
+        """Drain: admit nothing more, end every run in flight at its next step (its container
+        destroyed, its run an infrastructure error that says the service stopped), sweep what
+        is left at the drain deadline, then wait for the background recovery and collection:
+        they use the store, which the runtime closes next. Bounded by `limits.stop_seconds`."""
+        give_up = time.monotonic() + limits.stop_seconds
         self._stopping.set()
-        for job in self._scheduler.shutdown():
+        had_active = bool(self._scheduler.active_keys())
+        self._scheduler.stop()
+        dropped, stuck = self._scheduler.shutdown(limits.drain_seconds)
+        for job in dropped:
+            self._end_stopped(job.key, SERVICE_STOPPED_QUEUED)
             self._resolve(job.key, cancelled=True)
-        self._recovery.join()
-        self._collector.join()
+        if stuck:
+            log.warning("%d receipt runs did not end within the drain; sweeping", len(stuck))
+        for job in stuck:
+            self._end_stopped(job.key, SERVICE_STOPPED)
+        if had_active:
+            self._sweep()
+        for thread in (self._recovery, self._collector):
+            thread.join(max(0.0, give_up - time.monotonic()))
+
+    def _sweep(self) -> None:
+        """After a drain: every container and workspace of this home goes, whatever run it
+        belonged to (a run that ended cleaned up after itself; this catches the rest)."""
+        try:
+            removed = self._deps.containers.cleanup_orphans(frozenset())
+            if removed:
+                log.warning("the stop removed %d containers runs left", len(removed))
+        except Exception:
+            log.exception("the stop's sweep failed; the next start sweeps again")
+
+    def _end_stopped(self, generation: str, message: str) -> None:
+        """Persist a run the stop ended as an infrastructure error saying so (a restart then
+        shows it; a run that already finished is left as it is)."""
+        with self._lock:
+            run = self._refs.get(generation)
+        if run is None:
+            return
+        try:
+            review = self._deps.store.get_review(run.review_id)
+            execution = None if review is None else review.execution
+            if execution is None or execution.generation != generation:
+                return
+            stopped = stopped_summary(execution.summary, self._deps.clock.now(), message)
+            self._deps.store.update_summary(run.review_id, generation, stopped)
+            self._history(generation).add("ExecutionAborted", **_stopped(message))
+        except Exception:
+            log.exception("could not record run %s as stopped; a restart marks it", generation)
 
     # --- the Orchestrator port ----------------------------------------------------------
 
@@ -172,6 +236,7 @@ class LocalSupervisor:
             if run.generation in self._runs or self._history_path(run.generation).exists():
                 raise ValueError("this generation has already started")
             self._runs[run.generation] = Future()
+            self._refs[run.generation] = run
         job = Job(run.generation, run.project_id, self._agent_of(run), _is_priority(run))
         try:
             self._scheduler.submit(job, lambda ticket: self._execute(run, ticket))
@@ -231,6 +296,7 @@ class LocalSupervisor:
         """The run ended (or will never start): release its waiters and forget it."""
         with self._lock:
             future = self._runs.pop(generation, None)
+            self._refs.pop(generation, None)
         if future is None:
             return
         if cancelled:
@@ -259,6 +325,10 @@ class LocalSupervisor:
         history.add("ExecutionStarted", executionStartedEventDetails={"input": str(to_wire(state))})
         try:
             output = _Execution(self._deps, self._quick_deps, history, state, ticket).run()
+        except Stopped:
+            log.warning("receipt run %s was ended by the service's stop", run.generation)
+            self._end_stopped(run.generation, SERVICE_STOPPED)
+            return
         except Cancelled:
             log.info("receipt run %s was superseded and stopped", run.generation)
             history.add("ExecutionAborted", **_aborted())
@@ -280,6 +350,33 @@ def _is_priority(run: RunRef) -> bool:
 
 def _aborted() -> dict[str, Any]:
     return {"executionAbortedEventDetails": {"error": "Superseded", "cause": SUPERSEDED}}
+
+
+def _stopped(message: str) -> dict[str, Any]:
+    return {"executionAbortedEventDetails": {"error": "ServiceStopped", "cause": message}}
+
+
+def stopped_summary(summary: ReceiptSummary, now: datetime, message: str) -> ReceiptSummary:
+    """A running summary the stop ended: an infrastructure error, no digest, each unfinished
+    check saying the service stopped (a row says so if none was running)."""
+    started = parse_timestamp(summary.started_at)
+    checks = [
+        check.model_copy(update={"outcome": "infrastructure-error", "message": message})
+        if check.outcome == "running"
+        else check
+        for check in summary.checks
+    ]
+    if not any(check.outcome == "running" for check in summary.checks):
+        checks.append(infrastructure_row(INTERRUPTED_CHECK_NAME, message))
+    return summary.model_copy(
+        update={
+            "status": "infrastructure-error",
+            "digest": None,
+            "finished_at": format_timestamp(now),
+            "duration_ms": max(0, int((now - started).total_seconds() * 1000)),
+            "checks": checks,
+        }
+    )
 
 
 def _task[I: BaseModel, O: BaseModel](
@@ -384,11 +481,20 @@ class _Execution:
                         # check: the next check takes the slot meanwhile.
                         slot.close()
                     state = self._task("FullPoll", steps.full_poll, state)
-            except Cancelled:
+            except Cancelled as ended:
                 if state.handle is not None:
-                    self._deps.containers.destroy(state.handle)
+                    self._destroy(state.handle, stopping=isinstance(ended, Stopped))
                 raise
         return state.finished()
+
+    def _destroy(self, handle: ContainerHandle, stopping: bool) -> None:
+        """A superseded run reports a cleanup it cannot confirm; a stop sweeps after it."""
+        try:
+            self._deps.containers.destroy(handle)
+        except Exception:
+            if not stopping:
+                raise
+            log.exception("destroying %s at the stop failed; the sweep retries", handle.check)
 
     def _await_end(self, state: FullProgress) -> bool:
         """Until the container ends (True) or a poll interval passes (the Wait state's),
