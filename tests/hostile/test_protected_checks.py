@@ -38,9 +38,7 @@ def _project(server: Server, checks: list[str], files: dict[str, str]) -> Projec
     initial = base.commit({**checks_file, "README.md": "hi\n", **files}, "import")
     base.push(project["cloneUrl"], server.owner_token)
     wanted = {"protectChecks": True}
-    assert server.owner.ok("PUT", f"/projects/{project['id']}/policy", wanted) == {
-        "policy": wanted
-    }
+    assert server.owner.ok("PUT", f"/projects/{project['id']}/policy", wanted) == {"policy": wanted}
     return Project(server, project["id"], project["cloneUrl"], base, initial)
 
 
