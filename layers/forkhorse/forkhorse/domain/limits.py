@@ -290,3 +290,48 @@ class ProtectsLimits:
 
 
 PROTECTS = ProtectsLimits()
+
+
+# --- git history and negotiation walks, git request concurrency (issue 28) ------------------
+@dataclass(frozen=True)
+class GitWalkLimits:
+    """What one question about git history may read, whatever an agent pushed.
+
+    Ancestry (the gate's and promote's fast-forward check, `adapters/git/ancestry.py`): each
+    commit's generation and parents are remembered per project once read, and each answer
+    per (ancestor, descendant) pair, so a repeated question reads nothing and a new commit on
+    top of an answered one reads only itself. A question that would read more new commits
+    than `history_commits` keeps what it learned and is refused (409); asking again goes on.
+
+    Negotiation (upload-pack, `adapters/git/upload.py`): a `have` naming a missing object or
+    one that is not a commit is dropped after one lookup; the walk that decides whether a
+    commit `have` is visible to the caller reads at most `negotiation_commits` commits, and
+    at most `negotiation_haves` haves are considered. What is dropped only makes the pack
+    larger, which the clone byte limit bounds.
+    """
+
+    history_commits: int = 200_000  # new commits one ancestry question may read (409)
+    # Remembered commits one ancestry question may walk between the two (409, for good: a
+    # commit that far above canonical's head is refused, whoever asks).
+    history_steps: int = 500_000
+    memo_commits: int = 200_000  # commits a process-memory ancestry memo keeps (AWS; LRU)
+    negotiation_commits: int = 10_000  # commits one fetch's visibility walk may read
+    negotiation_haves: int = 256  # haves one fetch request may name; the rest are dropped
+
+
+@dataclass(frozen=True)
+class GitConcurrencyLimits:
+    """Git smart-HTTP requests one server works on at once (`adapters/git/admission.py`),
+    fewer than `forkhorse serve`'s threads, so API requests and other projects always find
+    one. Past a cap a request waits up to `wait_seconds` (at most `waiting` of them wait);
+    otherwise it is answered 503 with `Retry-After`, having read nothing."""
+
+    requests: int = 4  # git requests served at once, all projects together
+    per_project: int = 2  # git requests of one project served at once
+    waiting: int = 2  # git requests waiting for a slot, all projects together
+    wait_seconds: float = 5.0
+    retry_after_seconds: int = 2
+
+
+GIT_WALKS = GitWalkLimits()
+GIT_CONCURRENCY = GitConcurrencyLimits()

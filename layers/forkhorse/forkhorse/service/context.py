@@ -8,6 +8,7 @@ from datetime import timedelta
 from forkhorse.attest.attestor import Attestor
 from forkhorse.domain.model import Fork, Project, Review
 from forkhorse.domain.snapshot import SnapshotUnavailable
+from forkhorse.ports.ancestry import CommitAncestry, HistoryTooLong
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost, GitStore
 from forkhorse.ports.orchestrator import Orchestrator
@@ -56,6 +57,8 @@ class Context:
     settings: ServiceSettings
     # Signed evidence: reads everywhere, signs only where it holds a key (the trusted steps).
     attestor: Attestor | None = None
+    # Bounded, remembered ancestry (issue 28); without it, the store's own walk.
+    ancestry: CommitAncestry | None = None
 
     # --- roles ----------------------------------------------------------------------
     @staticmethod
@@ -135,8 +138,19 @@ class Context:
             # Promoting it again would only add a second ledger entry for the same head.
             raise Conflict(f"Canonical is already at commit {commit}; there is nothing to promote.")
         try:
-            if head is not None and not self.repos(project_id).is_ancestor(head, commit):
+            if head is not None and not self.is_ancestor(project_id, head, commit):
                 raise Conflict(f"Commit {commit} does not fast-forward canonical ({head}).")
         except SnapshotUnavailable as not_commit:
             raise Conflict(f"{commit} is not a commit (a tag or another object).") from not_commit
+        except HistoryTooLong as too_long:
+            raise Conflict(
+                f"Commit {commit} adds too much history to check against canonical in one"
+                f" request ({too_long}); what was read is kept, so ask again to go on."
+            ) from too_long
         return head
+
+    def is_ancestor(self, project_id: str, ancestor: str, descendant: str) -> bool:
+        repos = self.repos(project_id)
+        if self.ancestry is None:
+            return repos.is_ancestor(ancestor, descendant)
+        return self.ancestry.is_ancestor(repos, ancestor, descendant)

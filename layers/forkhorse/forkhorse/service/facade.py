@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from forkhorse.attest.attestor import Attestor
+from forkhorse.ports.ancestry import CommitAncestry
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost
 from forkhorse.ports.orchestrator import Orchestrator
@@ -29,10 +30,11 @@ class Service:
         clock: Clock,
         settings: ServiceSettings | None = None,
         attestor: Attestor | None = None,
+        ancestry: CommitAncestry | None = None,
     ) -> None:
         """Promotes run as workflows the orchestrator starts (`start_promote`)."""
         self.context = Context(
-            store, git, orchestrator, clock, settings or ServiceSettings(), attestor
+            store, git, orchestrator, clock, settings or ServiceSettings(), attestor, ancestry
         )
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)

@@ -18,6 +18,7 @@ from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.dynamodb.attestations import DynamoDbAttestations
 from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.evidence import S3EvidenceDrop
+from forkhorse.adapters.git.ancestry import GenerationAncestry, MemoryAncestryMemo
 from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox
@@ -136,7 +137,14 @@ def build_aws_service() -> Service:
         SystemClock(),
         service_settings(environment),
         attestor(),
+        _ancestry(),
     )
+
+
+@cache
+def _ancestry() -> GenerationAncestry:
+    """One memo per Lambda container, shared by every invocation it serves."""
+    return GenerationAncestry(MemoryAncestryMemo())
 
 
 def build_aws_api() -> ForkhorseApi:

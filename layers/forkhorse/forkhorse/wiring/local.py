@@ -19,6 +19,7 @@ from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
+from forkhorse.adapters.git.ancestry import GenerationAncestry, SqliteAncestryMemo
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
@@ -48,6 +49,7 @@ from forkhorse.wiring.settings import LocalSettings
 
 CHECKOUTS_DIR = "checkouts"
 HISTORY_DIR = "history"
+ANCESTRY_NAME = "ancestry.sqlite"  # generations and answers (adapters/git/ancestry.py)
 OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
 RECOVERY_WAIT_ON_CLOSE_SECONDS = 10.0
 
@@ -193,6 +195,7 @@ def build_local_app(
         runtime.deps.clock,
         settings,
         runtime.deps.attestor,
+        GenerationAncestry(SqliteAncestryMemo(runtime.home / ANCESTRY_NAME)),
     )
     promotes = LocalPromotes(
         service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
