@@ -285,7 +285,9 @@ class ProtectsLimits:
     globs: int = 32  # declared globs of one check; more makes the checks file invalid
     glob_chars: int = 256  # one declared glob
     command_paths: int = 32  # paths a full check's command names, protected as literal paths
-    compared_entries: int = SNAPSHOT.operations  # tree entries read, both commits together
+    # Tree entries read, both commits together: what one full check's export may walk of
+    # the same commit, so a comparison never costs more than measuring one checkout.
+    compared_entries: int = EXPORT.paths
     reasons_per_check: int = 20  # protected paths named one by one; the rest are counted
 
 
