@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.client.support import PACKAGE_ROOT, Cli, Seen, run_async
 from tests.support.wsgi import LoopbackWsgi
@@ -247,9 +249,6 @@ def test_submit_refuses_a_clone_url_on_another_origin(
 
 
 def test_the_mcp_submit_refuses_a_clone_url_on_another_origin(pair: Pair, tmp_path: Path) -> None:
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
     url = f"{pair.other_url}/git/{PROJECT}/forks/f-1.git"
     pair.service.json("GET", f"/projects/{PROJECT}/state", _state(url))
     pair.service.json("POST", f"/projects/{PROJECT}/packets/{PACKET}/claim", CLAIM)
