@@ -13,13 +13,16 @@ cases that must land use a vendored shim (`sh bin/npm test`: the runner is still
 
 from __future__ import annotations
 
+import subprocess
+import time
 from typing import Any
 
 import pytest
+from forkhorse.domain.limits import PROTECTS
 from forkhorse.service.approvals import GATE_REFUSED
 from forkhorse.service.promotion_rules import CONSENT_MISSING
 
-from tests.integration.api.support import QUICK_OK
+from tests.integration.api.support import QUICK_OK, _git_env
 from tests.support.live import Lane, Project, Server, new_lane
 
 NPM_TEST = '{"name":"unit","tier":"full","image":"busybox","run":"npm test"}'
@@ -195,3 +198,56 @@ def test_a_removed_protected_file_is_named(server: Server) -> None:
         409,
         ["checks-changed: package-lock.json (protected by check 'unit') was removed."],
     )
+
+
+def _git(lane: Lane, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=lane.tree.path,
+        env=_git_env(lane.tree.path, None),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("glob", ["**/conftest.py", "ci/*.env"])
+def test_a_tree_bomb_is_compared_boundedly(server: Server, glob: str) -> None:
+    """A commit whose tree expands to about 10,000 x 10,000 paths from three objects. A glob
+    that may match anywhere makes the comparison read until its entry budget, and the check
+    counts as changed (uncompared); an anchored glob never enters the bomb's directories."""
+    check = QUICK_WITH_PROTECTS.replace("ci/*.env", glob)
+    project = _project(server, [check], {".forkhorse/quick/ok.py": QUICK_OK})
+    lane = new_lane(project)
+    blob = _git(lane, "hash-object", "-w", "--stdin", stdin="x\n")
+    wide = 10_000
+    leaf = _git(lane, "mktree", stdin="".join(f"100644 blob {blob}\tf{i}\n" for i in range(wide)))
+    root = _git(lane, "ls-tree", "HEAD") + "\n"
+    root += "".join(f"040000 tree {leaf}\td{i}\n" for i in range(wide - 16))
+    tree = _git(lane, "mktree", stdin=root)
+    commit = _git(lane, "commit-tree", tree, "-p", "HEAD", "-m", "bomb")
+    _git(lane, "update-ref", "HEAD", commit)
+    assert lane.agent.token is not None
+    lane.tree.push(lane.fork["cloneUrl"], lane.agent.token)
+    review = lane.request_review(commit)
+    receipt = server.owner.wait_receipt(project.id, review["id"])
+    assert receipt["receipt"]["status"] == "passed", receipt["receipt"]
+
+    started = time.monotonic()
+    status, answer = _approve(project, review["id"], commit)
+    elapsed = time.monotonic() - started
+    # Reading every path would take hours; the budget reads a few trees.
+    assert elapsed < 10, elapsed
+    if glob == "ci/*.env":
+        assert status == 200, answer
+        return
+    assert (status, len(answer["reasons"])) == (409, 1), answer
+    assert answer["reasons"][0].startswith(
+        "checks-changed: The paths protected by check 'lint' could not be compared with "
+        f"canonical's (the trees differ in more than {PROTECTS.compared_entries:,} entries"
+    )
+    status, approved = _approve(project, review["id"], commit, True)
+    assert status == 200, approved
