@@ -294,6 +294,31 @@ class ProtectsLimits:
 PROTECTS = ProtectsLimits()
 
 
+# --- what one fork may keep stored (issue 28) ---------------------------------------------
+@dataclass(frozen=True)
+class ForkStorageLimits:
+    """What one fork may accumulate across pushes, checked on every push to it
+    (`adapters/git/quota.py`); a push past either is refused whole, nothing stored.
+
+    A fork's bytes are the pack bytes its pushes added (as stored, completed thin packs
+    included), each charged from the push until the garbage collection that runs after the
+    grace period has passed; that collection then charges the fork what its refs still keep:
+    the packed bytes of the objects reachable from the fork's refs and not from canonical's.
+    Pushes younger than the grace period stay charged whole (their bytes stay on disk at
+    least that long, whatever the refs do), so the charge never falls below what is stored.
+    """
+
+    bytes: int = 1 * GIB  # FORKHORSE_FORK_QUOTA_BYTES overrides it (tests)
+    refs: int = 1_000  # branches and tags of one fork; FORKHORSE_FORK_QUOTA_REFS overrides
+    ledger_entries: int = 256  # pushes remembered one by one; older ones are merged
+    # How often `forkhorse serve` collects garbage (records, chunks, packs, fork charges);
+    # FORKHORSE_GC_INTERVAL_SECONDS overrides it, FORKHORSE_GC_GRACE_SECONDS the grace.
+    collect_every_seconds: int = 600
+
+
+FORK_STORAGE = ForkStorageLimits()
+
+
 # --- git history and negotiation walks, git request concurrency (issue 28) ------------------
 @dataclass(frozen=True)
 class GitWalkLimits:

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from dulwich.object_store import DiskObjectStore
@@ -27,11 +27,15 @@ from dulwich.refs import DiskRefsContainer, Ref, RefsContainer
 from dulwich.repo import Repo
 
 from forkhorse.adapters.git.ingest import SessionPackReceiver, sweep_stale_spools
+from forkhorse.adapters.git.quota import ForkQuota, StorageLedger, fork_storage_limits
 from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT
 from forkhorse.adapters.git.repack import (
     LOCK_NAME,
     REPACK_LOCK_NAME,
+    Consolidation,
     MaintenanceLock,
+    Tips,
+    consolidate,
     repack,
 )
 from forkhorse.adapters.git.store import HEAD, DulwichGitStore
@@ -42,7 +46,6 @@ from forkhorse.ports.git import (
     DEFAULT_BRANCH,
     ArchiveLink,
     PackCollection,
-    ReachTooLarge,
 )
 
 log = logging.getLogger(__name__)
@@ -188,13 +191,13 @@ class _Cached:
 
 
 def _consolidate(store: DiskGitStore) -> None:
-    """Merge the project's live objects into one pack, deleting every pack that held only
-    those, however young; unreachable objects wait for the collector, which knows the
-    reviews' commits and the grace period."""
+    """Merge the project's packs but its largest, geometrically sized ones into one
+    (`repack.consolidate`: no walk, unreachable objects included, which the collector
+    removes once their grace period has passed)."""
     try:
-        store.repack([], datetime.fromtimestamp(0, UTC), dry_run=False)
-    except ReachTooLarge:
-        log.warning("project %s is too large to consolidate its packs", store.project)
+        store.consolidate()
+    except Exception:
+        log.exception("consolidating the packs of project %s failed", store.project)
     finally:
         with _consolidating_lock:
             _consolidating.discard(store.objects_dir)
@@ -235,7 +238,8 @@ class DiskGitStore(DulwichGitStore):
 
     def pushed(self) -> None:
         """Past `GitLimits.packs_per_project`, consolidate in the background: one thread per
-        project at a time here, and one repack per project across processes (its lock)."""
+        project at a time here, and one repack or consolidation per project across
+        processes (its lock)."""
         if self.pack_count() <= GIT.packs_per_project:
             return
         with _consolidating_lock:
@@ -254,6 +258,25 @@ class DiskGitStore(DulwichGitStore):
         """Held by every smart-HTTP request: a repack deletes only while none is in flight."""
         return self.maintenance.shared()
 
+    def consolidate(self) -> Consolidation:
+        """Merge packs (see `repack.consolidate`); nothing while a repack or another
+        consolidation of this project runs. Logs what it wrote."""
+        with MaintenanceLock(self._root / REPACK_LOCK_NAME).exclusive(0) as alone:
+            if not alone:
+                return Consolidation()
+            done = consolidate(self.objects_dir, self.maintenance, most=GIT.packs_per_project // 2)
+        if done.merged:
+            self.close_packs()
+        if done.objects:
+            log.info(
+                "consolidated %d packs of project %s: %d objects, %d bytes written",
+                len(done.merged),
+                self.project,
+                done.objects,
+                done.bytes_written,
+            )
+        return done
+
     def repack(
         self,
         extra_tips: Iterable[str],
@@ -263,31 +286,47 @@ class DiskGitStore(DulwichGitStore):
         limit: int = DEFAULT_REACH_LIMIT,
     ) -> PackCollection:
         """Nothing while another repack of this project runs (see `repack`). Closes this
-        store's packs when it deleted some."""
+        store's packs when it deleted some. A collection that measured what each fork keeps
+        settles the forks' storage ledgers (`quota.py`)."""
         extra = [tip.encode("ascii") for tip in extra_tips if valid_hexsha(tip)]
+        cutoff = written_before.timestamp()
         with MaintenanceLock(self._root / REPACK_LOCK_NAME).exclusive(0) as alone:
             if not alone:
                 return PackCollection()
-            collection = repack(
+            done = repack(
                 self.objects_dir,
-                self._all_tips,
+                self._tips_by_repo,
                 extra,
-                written_before.timestamp(),
+                cutoff,
                 self.maintenance,
                 limit=limit,
                 dry_run=dry_run,
             )
-        if collection.packs and not dry_run:
+        if done.collection.packs and not dry_run:
             # This store may be the host's shared one: the deleted packs' files stay open
             # (and their disk space taken) while it holds them. Its next lookup reopens
             # what is left, the consolidated pack first among them.
             self.close_packs()
-        return collection
+        for fork, kept in (done.kept_by_fork or {}).items():
+            if self.exists(fork):
+                StorageLedger(self.repo_path(fork)).settle(kept, cutoff, done.unreached)
+        return done.collection
 
-    def _all_tips(self) -> list[bytes]:
-        """Every ref target of canonical and of every fork on disk."""
+    def storage_used(self, fork: str) -> int:
+        """The bytes the fork is charged now (`quota.py`)."""
+        return StorageLedger(self.repo_path(fork)).usage()
+
+    def _fork_quota(self, fork: str) -> ForkQuota:
+        return ForkQuota(
+            lambda: len(self.refs(fork)),
+            StorageLedger(self.repo_path(fork)),
+            fork_storage_limits(),
+        )
+
+    def _tips_by_repo(self) -> Tips:
+        """Every ref target of canonical (None) and of every fork on disk, by repository."""
         forks = sorted(path.name[: -len(".git")] for path in (self._root / "forks").glob("*.git"))
-        return self._tips([None, *forks])
+        return {repo: self._tips([repo]) for repo in [None, *forks]}
 
     def repo_path(self, fork: str | None) -> Path:
         return (

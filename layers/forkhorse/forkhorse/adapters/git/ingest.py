@@ -46,6 +46,7 @@ from dulwich.pack import apply_delta, extend_pack
 from dulwich.refs import Ref, check_ref_format
 
 from forkhorse.adapters.git.probe import MAX_VARINT_BYTES, delta_varint, probe_object
+from forkhorse.adapters.git.quota import ForkQuota, QuotaExceeded
 from forkhorse.domain.limits import GIT, MIB, GitLimits
 from forkhorse.domain.snapshot import SnapshotUnavailable
 
@@ -788,7 +789,9 @@ class PushSession:
     `check_commands` runs before the pack is read (dulwich's pre-receive), `receive` takes
     the pack (dulwich's `add_thin_pack`), `target_problem` judges each ref update (dulwich's
     update hook). `readable_tips` names the refs the pusher may read: canonical's and those
-    of the repository pushed to.
+    of the repository pushed to. `quota`, for a push to a fork, is that fork's quota
+    (`quota.py`): its refs are checked with the commands, and its bytes charged once the
+    pack is complete, before it is stored.
     """
 
     def __init__(
@@ -796,9 +799,11 @@ class PushSession:
         readable_tips: Callable[[], Iterable[bytes]],
         *,
         limits: GitLimits = GIT,
+        quota: ForkQuota | None = None,
     ) -> None:
         self._readable_tips = readable_tips
         self._limits = limits
+        self._quota = quota
         self.commands: list[Command] = []
         self._received: _Received | None = None
         self._readable: Readable | None = None
@@ -811,6 +816,11 @@ class PushSession:
 
     def check_commands(self, commands: Sequence[Command]) -> None:
         check_commands(commands, self._limits)
+        if self._quota is not None:
+            try:
+                self._quota.check_commands(commands)
+            except QuotaExceeded as exceeded:
+                raise PushRefused(str(exceeded)) from exceeded
         self.commands = list(commands)
 
     def receive(
@@ -852,7 +862,13 @@ class PushSession:
             extend_pack(
                 spool, outside, get_raw=objects.get_raw, object_format=objects.object_format
             )
-            return commit()
+            charged = self._charge(spool.seek(0, os.SEEK_END))  # commit reads from the end
+            stored = commit()
+            if charged is not None and self._quota is not None:
+                pack_data = getattr(stored, "data", None)
+                if pack_data is not None:
+                    self._quota.stored(charged, Path(pack_data.filename).stem)
+            return stored
         except BaseException:
             _quietly(abort)
             raise
@@ -882,6 +898,15 @@ class PushSession:
         return None
 
     # Internals ---------------------------------------------------------------------------
+    def _charge(self, size: int) -> str | None:
+        """Charge the complete pack to the fork's quota, or refuse the push."""
+        if self._quota is None:
+            return None
+        try:
+            return self._quota.charge(size)
+        except QuotaExceeded as exceeded:
+            raise PushRefused(str(exceeded)) from exceeded
+
     def _readable_view(self, objects: BaseObjectStore) -> Readable:
         if self._readable is None:
             self._readable = Readable(objects, self._readable_tips(), self._limits.push_objects)

@@ -32,6 +32,7 @@ from forkhorse.adapters.git.ingest import (
     ref_name_problem,
 )
 from forkhorse.adapters.git.probe import probe_object, read_raw
+from forkhorse.adapters.git.quota import ForkQuota, fork_storage_limits
 from forkhorse.adapters.git.snapshot import DulwichSnapshot
 from forkhorse.domain.git_access import CanonicalWriteCapability, is_valid_repo_name
 from forkhorse.domain.snapshot import SnapshotUnavailable
@@ -198,10 +199,16 @@ class DulwichGitStore(ABC):
         """
         refs = self._existing_refs(fork)
         objects = self._open_objects()
-        session = PushSession(lambda: self._readable_tips(fork))
+        quota = None if fork is None else self._fork_quota(fork)
+        session = PushSession(lambda: self._readable_tips(fork), quota=quota)
         if isinstance(objects, SessionPackReceiver):
             objects.push_session = session
         return ServedRepo(objects, refs, self.max_push_bytes, session)
+
+    def _fork_quota(self, fork: str) -> ForkQuota:
+        """A push's view of the fork's quota (`quota.py`): its ref count here; the disk
+        store adds its byte ledger."""
+        return ForkQuota(lambda: len(self.refs(fork)), limits=fork_storage_limits())
 
     def _readable_tips(self, fork: str | None) -> list[bytes]:
         """Every ref target a pusher to `fork` may already read: canonical's and the fork's."""
