@@ -69,11 +69,14 @@ def _server_arguments(parser: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from waitress.server import create_server
 
+    from forkhorse.adapters.sandbox.session import stop_running_sessions
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     home = private_home(args.home.resolve())
     log_to_files(home / "logs")
     url = (args.public_url or f"http://{args.host}:{args.port}").rstrip("/")
     app = open_local_app(home, url)
+    app.runtime.supervisor.on_stop(stop_running_sessions)  # a stop kills quick checks at once
     collector = start_collector(app.runtime.store, app.runtime.git)  # periodic gc (issue 28)
     token = ensure_owner_token(app.service, home)
     server = create_server(

@@ -100,6 +100,7 @@ class LocalSupervisor:
         self._scheduler = FairScheduler(limits)
         self._runs: dict[str, Future[None]] = {}
         self._refs: dict[str, RunRef] = {}  # the runs of `_runs`, to end them at a stop
+        self._stop_hooks: list[Callable[[], object]] = []
         self._lock = threading.Lock()
         self._checkouts = checkouts
         self._promotes: LocalPromotes | None = None
@@ -188,6 +189,11 @@ class LocalSupervisor:
         self._stopping.set()
         had_active = bool(self._scheduler.active_keys())
         self._scheduler.stop()
+        for hook in self._stop_hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("a stop hook failed; the drain goes on")
         dropped, stuck = self._scheduler.shutdown(limits.drain_seconds)
         for job in dropped:
             self._end_stopped(job.key, SERVICE_STOPPED_QUEUED)
@@ -200,6 +206,11 @@ class LocalSupervisor:
             self._sweep()
         for thread in (self._recovery, self._collector):
             thread.join(max(0.0, give_up - time.monotonic()))
+
+    def on_stop(self, hook: Callable[[], object]) -> None:
+        """Call `hook` once a stop has ended admission and told every run to stop: what ends
+        work the runs wait on (`forkhorse serve` kills the quick checks' sandboxes)."""
+        self._stop_hooks.append(hook)
 
     def _sweep(self) -> None:
         """After a drain: every container and workspace of this home goes, whatever run it

@@ -147,6 +147,23 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+# Sessions whose child runs now, so that a stopping `forkhorse serve` can end them at once
+# (`stop_running_sessions`) instead of waiting for their deadlines.
+_running_lock = threading.Lock()
+_running: dict[int, tuple[QuickCheckSession, subprocess.Popen[bytes]]] = {}
+
+
+def stop_running_sessions() -> int:
+    """Kill the child of every quick check running in this process, as its deadline would
+    (bubblewrap takes its whole sandbox along). For a process that is stopping: the checks'
+    outcomes are not used. Returns how many were running."""
+    with _running_lock:
+        running = list(_running.values())
+    for session, process in running:
+        session._expire(process)
+    return len(running)
+
+
 class QuickCheckSession:
     """One check, one child, one capability. Not reusable."""
 
@@ -188,6 +205,8 @@ class QuickCheckSession:
         )
         watchdog.daemon = True
         watchdog.start()
+        with _running_lock:
+            _running[id(self)] = (self, process)
         try:
             if self._program.preamble is not None:
                 _send_frame(parent_end, self._program.preamble)
@@ -195,6 +214,8 @@ class QuickCheckSession:
             self._serve(process, parent_end, started + self._limits.deadline_seconds)
             self._reap(process, started + self._limits.deadline_seconds)
         finally:
+            with _running_lock:
+                _running.pop(id(self), None)
             watchdog.cancel()
             self._end_capability()
             self._launcher.kill(process)
