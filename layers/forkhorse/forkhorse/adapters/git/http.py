@@ -13,6 +13,10 @@ pkt-line, empty or badly gzipped body, unadvertised `want`, wrong content type, 
 service) or one over `GitLimits.request_bytes` gets its 4xx and git's own `ERR` line,
 never a 500. Upload-pack serves only what the caller may read (`upload.py`). After each
 successful push to a fork, one `forkhorse.push` event per updated ref goes to the EventBus.
+
+An authorized request then takes a slot of `GitAdmission` (at most `GIT_CONCURRENCY` git
+requests at once, per project and in all) or is answered 503 with `Retry-After`, so git
+traffic never takes every thread of the server that also answers the API.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dulwich.protocol import ReceivableProtocol
 from dulwich.refs import Ref, RefsContainer
 from dulwich.server import Backend, Handler, ReceivePackHandler
 
+from forkhorse.adapters.git.admission import GitAdmission
 from forkhorse.adapters.git.ingest import ref_name_problem
 from forkhorse.adapters.git.store import ZERO_SHA, DulwichGitStore, RepoNotFound, ServedRepo
 from forkhorse.adapters.git.upload import BoundedUploadPack, VisibleHistory, checked_request
@@ -105,6 +110,7 @@ class GitHttpApp:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         max_request_bytes: int = GIT.request_bytes,
         clone_inflated_bytes: int = GIT.clone_inflated_bytes,
+        admission: GitAdmission | None = None,
     ) -> None:
         self._stores = stores
         self._resolve_token = resolve_token
@@ -113,6 +119,7 @@ class GitHttpApp:
         self._clock = clock
         self._max_request_bytes = max_request_bytes
         self._clone_inflated_bytes = clone_inflated_bytes
+        self._admission = admission or GitAdmission()
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -124,6 +131,19 @@ class GitHttpApp:
         decision, store = self._decide(route, principal)
         if not decision.allowed or store is None or principal is None:
             return plain(start_response, decision.status, decision.message)
+        with self._admission.admitted(route.project) as admitted:
+            if not admitted:
+                return _busy(start_response, self._admission.retry_after_seconds)
+            return self._admitted(environ, start_response, route, store, principal)
+
+    def _admitted(
+        self,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        route: _Route,
+        store: DulwichGitStore,
+        principal: GitPrincipal,
+    ) -> Iterable[bytes]:
         try:
             repo = store.served_repo(route.fork)
         except RepoNotFound:
@@ -288,6 +308,19 @@ def _receive_handler(
         _OneRepoBackend(repo), ["/"], proto, stateless_rpc=True, advertise_refs=advertise
     )
     return handler, refs
+
+
+def _busy(start_response: Callable[..., Any], retry_after: int) -> list[bytes]:
+    """Every git slot is taken: come back later (nothing of the request was read)."""
+    start_response(
+        "503 Service Unavailable",
+        [
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Cache-Control", "no-cache"),
+            ("Retry-After", str(retry_after)),
+        ],
+    )
+    return [b"The server is busy with other git requests; try again shortly.\n"]
 
 
 def _no_input(size: int) -> bytes:

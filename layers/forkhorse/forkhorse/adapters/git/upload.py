@@ -9,6 +9,13 @@ a rule here, not a property of the store:
   caller may read (canonical and the requested repository; the owner reads everything).
   Others are dropped before negotiation, so neither an ACK nor what the pack leaves out
   tells an agent that another agent's object exists.
+- Negotiation is bounded whatever history an agent pushed (`GIT_WALKS`): at most
+  `negotiation_haves` haves are considered; one naming a missing object or no commit is
+  dropped after one lookup; the walks that decide whether a have is visible, which commits
+  the client already has, and whether its haves satisfy the wants each read at most
+  `negotiation_commits` commits. What a bound leaves out only makes the pack larger (the
+  byte budget below bounds that), never wrong. A round that has not said `done` gets its
+  ACKs without the pack's objects being counted, as it is sent no pack.
 - The pack streams one object at a time; the bytes of objects sent are counted and the
   fetch ends with git's side-band error once `clone_inflated_bytes` is spent.
 """
@@ -16,18 +23,20 @@ a rule here, not a property of the store:
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import IO, Any
 
-from dulwich.object_store import BaseObjectStore, PackBasedObjectStore
+from dulwich.object_store import BaseObjectStore, MissingObjectFinder, PackBasedObjectStore
 from dulwich.objects import Commit, ObjectID, Tag, valid_hexsha
 from dulwich.pack import REF_DELTA, UnpackedObject
-from dulwich.protocol import CAPABILITY_FILTER, pkt_line
+from dulwich.protocol import CAPABILITY_FILTER, CAPABILITY_NO_DONE, pkt_line
 from dulwich.server import Backend, UploadPackHandler
 
 from forkhorse.adapters.git.probe import probe_object
 from forkhorse.adapters.git.wire import Refused, RequestBody, read_pkt_lines
+from forkhorse.domain.limits import GIT_WALKS
 from forkhorse.domain.snapshot import SnapshotUnavailable
 
 _COMMIT = 1
@@ -52,27 +61,34 @@ class CloneTooLarge(Refused):
 
 class VisibleHistory:
     """Commits and ref-tip tags reachable from the refs a caller may read, walked lazily:
-    a request pays at most one walk of the visible history, however many haves it sends."""
+    a request pays at most one walk of the visible history, however many haves it sends,
+    and that walk reads at most `limit` commits; a have it has not reached by then counts
+    as not visible (dropped). A have naming a missing object, a tree or a blob costs one
+    lookup and no walk."""
 
-    def __init__(self, objects: BaseObjectStore, tips: Iterable[bytes]) -> None:
+    def __init__(
+        self,
+        objects: BaseObjectStore,
+        tips: Iterable[bytes],
+        limit: int = GIT_WALKS.negotiation_commits,
+    ) -> None:
         self._objects = objects
         self._seen = {ObjectID(tip) for tip in tips}
         self._pending = list(self._seen)
+        self._limit = limit
+        self.walked = 0  # commits and tags read by the walk
 
     def __contains__(self, sha: object) -> bool:
-        if not isinstance(sha, bytes) or ObjectID(sha) not in self._objects:
+        if not isinstance(sha, bytes) or _type_of(self._objects, sha) not in (_COMMIT, _TAG):
             return False
-        while sha not in self._seen and self._pending:
+        while sha not in self._seen and self._pending and self.walked < self._limit:
             self._expand(self._pending.pop())
         return sha in self._seen
 
     def _expand(self, sha: ObjectID) -> None:
-        try:
-            type_num = probe_object(self._objects, sha.decode("ascii"), 0).type_num
-        except SnapshotUnavailable:
-            return  # a missing object hides nothing behind it
-        if type_num not in (_COMMIT, _TAG):
-            return  # trees and blobs are never haves: only commits are walked
+        if _type_of(self._objects, sha) not in (_COMMIT, _TAG):
+            return  # a missing object hides nothing behind it; trees and blobs are not walked
+        self.walked += 1
         parsed = self._objects[sha]
         followed = parsed.parents if isinstance(parsed, Commit) else []
         if isinstance(parsed, Tag):
@@ -81,6 +97,14 @@ class VisibleHistory:
             if parent not in self._seen:
                 self._seen.add(parent)
                 self._pending.append(parent)
+
+
+def _type_of(objects: BaseObjectStore, sha: bytes) -> int | None:
+    """The object's type from its header (one index lookup), None when it is missing."""
+    try:
+        return probe_object(objects, sha.decode("ascii"), 0).type_num
+    except (SnapshotUnavailable, UnicodeDecodeError):
+        return None
 
 
 def checked_request(
@@ -104,7 +128,7 @@ def checked_request(
 def _kept_lines(
     lines: Iterator[bytes | None], advertised: AbstractSet[bytes], visible: VisibleHistory | None
 ) -> Iterator[bytes | None]:
-    in_wants, done, seen = True, False, set[bytes]()
+    in_wants, done, seen = True, False, _Seen()
     for line in lines:
         if done:
             raise Refused(400, "upload-pack: nothing may follow 'done' or the haves' flush.")
@@ -128,12 +152,18 @@ def _split(line: bytes) -> tuple[bytes, bytes]:
     return command, argument
 
 
+class _Seen(set[bytes]):
+    """The have and shallow lines kept so far, and how many haves were considered."""
+
+    haves = 0
+
+
 def _kept(
     command: bytes,
     argument: bytes,
     advertised: AbstractSet[bytes],
     visible: VisibleHistory | None,
-    seen: set[bytes],
+    seen: _Seen,
 ) -> bool:
     if command == b"done":
         return True
@@ -149,7 +179,13 @@ def _kept(
             raise not_our_ref(sha)
         return True
     key = command + b" " + sha
-    if key in seen or (visible is not None and sha not in visible):
+    if key in seen:
+        return False
+    if command == b"have":
+        seen.haves += 1
+        if seen.haves > GIT_WALKS.negotiation_haves:
+            return False  # as git's client gives up after 256 haves in vain: a larger pack
+    if visible is not None and sha not in visible:
         return False  # what the caller may not read is never acknowledged nor used
     seen.add(key)
     return True
@@ -195,15 +231,168 @@ class BoundedUploadPack(UploadPackHandler):
     blob by id) and with the pack metered as it is written."""
 
     def __init__(
-        self, backend: Backend, args: Any, proto: Any, *, send_limit: int, **kw: Any
+        self,
+        backend: Backend,
+        args: Any,
+        proto: Any,
+        *,
+        send_limit: int,
+        walk_limit: int = GIT_WALKS.negotiation_commits,
+        **kw: Any,
     ) -> None:
         super().__init__(backend, args, proto, **kw)
         self._send_limit = send_limit
+        self._walk_limit = walk_limit
 
     def capabilities(self) -> list[bytes]:
         return [cap for cap in super().capabilities() if cap != CAPABILITY_FILTER]
 
+    def handle(self) -> None:
+        """dulwich's upload-pack over `NegotiationObjects` until the pack is sent."""
+        objects = self.repo.object_store
+        self._objects = objects
+        negotiating = NegotiationObjects(objects, self._walk_limit, self._done_required)
+        self.repo.object_store = negotiating  # type: ignore[misc, assignment]
+        find = self.repo.find_missing_objects
+
+        def find_missing(determine_wants: Any, graph_walker: Any, *args: Any, **kw: Any) -> Any:
+            satisfied = graph_walker.all_wants_satisfied
+            graph_walker.all_wants_satisfied = _bounded(graph_walker, satisfied, self._walk_limit)
+            try:
+                return find(determine_wants, graph_walker, *args, **kw)
+            except _NoPackThisRound:
+                return MissingObjectFinder(objects, haves=[], wants=[])
+
+        self.repo.find_missing_objects = find_missing  # type: ignore[method-assign]
+        super().handle()
+
+    def _done_required(self) -> bool:
+        """No pack this round: a stateless request that has not said `done` (and did not
+        ask for `no-done`) is answered with ACKs or NAK only (dulwich's `handle_done`)."""
+        return (
+            self.stateless_rpc
+            and not self._done_received
+            and not self.has_capability(CAPABILITY_NO_DONE)
+        )
+
     def _start_pack_send_phase(self) -> None:
         super()._start_pack_send_phase()
-        metered = MeteredObjects(self.repo.object_store, self._send_limit)
+        inner = getattr(self, "_objects", self.repo.object_store)
+        metered = MeteredObjects(inner, self._send_limit)
         self.repo.object_store = metered  # type: ignore[misc, assignment]
+
+
+class _NoPackThisRound(Exception):
+    """The round's ACKs are written; it sends no pack, so nothing is counted for one."""
+
+
+class _WalkSpent(Exception):
+    pass
+
+
+class NegotiationObjects:
+    """The object store as dulwich's negotiation sees it: the commits a client already has
+    are walked from its haves for at most `limit` commits (breadth first, so the haves
+    themselves and their nearest history come first), and a round that sends no pack
+    stops once its ACKs are written."""
+
+    def __init__(
+        self, inner: PackBasedObjectStore, limit: int, no_pack: Callable[[], bool]
+    ) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._no_pack = no_pack
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __contains__(self, sha: object) -> bool:
+        return isinstance(sha, bytes) and ObjectID(sha) in self._inner
+
+    def __getitem__(self, sha: ObjectID) -> Any:
+        return self._inner[sha]
+
+    def find_common_revisions(self, graph_walker: Any) -> list[ObjectID]:
+        haves = self._inner.find_common_revisions(graph_walker)
+        if self._no_pack():
+            raise _NoPackThisRound()
+        return haves
+
+    def get_reachability_provider(self, prefer_bitmaps: bool = True) -> Any:
+        return _BoundedReach(self._inner, self._limit)
+
+
+class _BoundedReach:
+    """dulwich's reachability, except that "everything the haves reach" stops after
+    `limit` commits: the part left out is sent again, which the byte budget bounds."""
+
+    def __init__(self, objects: PackBasedObjectStore, limit: int) -> None:
+        self._objects = objects
+        self._inner = objects.get_reachability_provider()
+        self._limit = limit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_reachable_commits(
+        self,
+        heads: Iterable[ObjectID],
+        exclude: Iterable[ObjectID] | None = None,
+        shallow: AbstractSet[ObjectID] | None = None,
+    ) -> set[ObjectID]:
+        if exclude is not None:
+            return set(self._inner.get_reachable_commits(heads, exclude, shallow))
+        reached: set[ObjectID] = set()
+        pending = deque(heads)
+        while pending and len(reached) < self._limit:
+            sha = pending.popleft()
+            if sha in reached:
+                continue
+            reached.add(sha)
+            if shallow is not None and sha in shallow:
+                continue
+            try:
+                commit = self._objects[sha]
+            except KeyError:
+                continue
+            if isinstance(commit, Commit):
+                pending.extend(commit.parents)
+        return reached
+
+
+class _CountedObjects:
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner = inner
+        self._left = limit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __contains__(self, sha: object) -> bool:
+        return sha in self._inner
+
+    def __getitem__(self, sha: ObjectID) -> Any:
+        self._left -= 1
+        if self._left < 0:
+            raise _WalkSpent()
+        return self._inner[sha]
+
+
+def _bounded(
+    graph_walker: Any, satisfied: Callable[[AbstractSet[ObjectID]], bool], limit: int
+) -> Callable[[AbstractSet[ObjectID]], bool]:
+    """dulwich's "do the haves satisfy every want" (asked at each round's flush) walks from
+    each want down to the oldest have's date; past `limit` commits the answer is "not yet",
+    which only withholds the `ready` ACK."""
+
+    def bounded(haves: AbstractSet[ObjectID]) -> bool:
+        store = graph_walker.store
+        graph_walker.store = _CountedObjects(store, limit)
+        try:
+            return satisfied(haves)
+        except _WalkSpent:
+            return False
+        finally:
+            graph_walker.store = store
+
+    return bounded
