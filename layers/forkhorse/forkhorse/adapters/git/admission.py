@@ -5,7 +5,7 @@ hold its thread for seconds (a clone of a long history, a push), so without a ca
 agents' fetches take every thread and the API, the console and every other project wait.
 `GitAdmission` lets at most `requests` git requests run at once, at most `per_project` of
 one project, and at most `waiting` more wait up to `wait_seconds` for a slot; any other is
-answered at once with 503 and `Retry-After`, before its body is read. `forkhorse serve` has
+answered at once with 503 and `Retry-After`, before any git work. `forkhorse serve` has
 more threads than `requests` + `waiting`, so an API request always finds one.
 
 On AWS each Lambda invocation serves one request, so the cap never binds there; API
