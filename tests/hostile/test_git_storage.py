@@ -8,9 +8,13 @@ and refs, and a project's packs, against a real `forkhorse serve` and the real g
   grace here, FORKHORSE_GC_INTERVAL_SECONDS and FORKHORSE_GC_GRACE_SECONDS) has removed the
   force-pushed-away data, as its log line says, the agent can push again.
 - (b) A fork holds at most `ForkStorageLimits.refs` refs: the push of the 1,001st is refused.
-- (c) After 50 force-pushes the project holds at most `GitLimits.packs_per_project` packs,
-  and the bytes consolidation wrote (its log lines) are a small multiple of the bytes
-  pushed, not one rewrite of the project per push.
+- (b') On AWS (S3 and DynamoDB, moto) the ref quota holds the same way; the byte quota is
+  local only (see `adapters/git/s3.py`).
+- (c) After 50 force-pushes (which leave a pack of unreachable data each) and 25 pushes
+  that grow the fork's history, the project holds at most `GitLimits.packs_per_project`
+  packs, and the bytes consolidation wrote (its log lines) are a small multiple of the
+  bytes pushed, not one rewrite of the project's reachable objects per push (before issue
+  28: 50 packs left, and about 7 times the data written, growing with every push).
 """
 
 from __future__ import annotations
@@ -21,14 +25,21 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from forkhorse.adapters.events import InProcessEventBus
+from forkhorse.adapters.git.http import GitHttpApp
+from forkhorse.adapters.git.quota import REFS_VARIABLE
+from forkhorse.adapters.git.s3 import S3GitHost
+from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.domain.limits import FORK_STORAGE, GIT, MIB
 
 from tests.integration.api.support import Client
+from tests.support.gitserve import PROJECT, Directory, commit_all, git, new_repo
 from tests.support.serve import ServeProcess, free_port
 
 QUOTA = 10 * MIB  # test-sized: the fourth 3 MiB push passes it
@@ -36,6 +47,7 @@ BLOB = 3 * MIB
 GRACE_SECONDS = 30  # the pushes before the refusal all happen well within it
 GC_WAIT_SECONDS = 240.0
 FORCE_PUSHES = 50
+GROWING_PUSHES = 25
 PUSH_BYTES = 1 * MIB
 CONSOLIDATE_WAIT_SECONDS = 120.0
 WRITE_FACTOR = 3  # consolidation may write at most this many times the bytes pushed
@@ -266,6 +278,39 @@ def test_the_ref_past_the_fork_quota_is_refused(default_world: World) -> None:
     assert len(world.remote_refs()) == len(refs)
 
 
+def test_on_s3_the_ref_past_the_fork_quota_is_refused(
+    s3_host: S3GitHost,
+    serve_app: Callable[[Any], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(REFS_VARIABLE, "5")  # test-sized; read on every push
+    directory = Directory(
+        tokens={"owner-token": GitPrincipal("owner-1", "owner"), "a": GitPrincipal("a", "agent")},
+        members={"a"},
+        forks={"fa": "a"},
+    )
+    store = s3_host.store(PROJECT)
+    store.create_canonical()
+    url = serve_app(GitHttpApp(s3_host, directory.resolve, directory.lookup, InProcessEventBus()))
+
+    def remote(token: str, repo: str) -> str:
+        return f"{url.replace('://', f'://any:{token}@')}/git/{PROJECT}/{repo}.git"
+
+    work = new_repo(tmp_path / "work")
+    (work / "README.md").write_text("hi\n")
+    commit_all(work, "import")
+    git("push", "-q", remote("owner-token", "canonical"), "main", cwd=work)
+    store.create_fork("fa")
+    specs = [f"HEAD:refs/heads/b{n}" for n in range(4)]
+    git("push", "-q", remote("a", "forks/fa"), *specs, cwd=work)
+    assert len(store.refs("fa")) == 5
+    output = git("push", remote("a", "forks/fa"), "HEAD:refs/heads/six", cwd=work, check=False)
+    assert "remote: this fork has 5 refs and this push would leave 6" in output, output
+    assert "the limit is 5 refs per fork" in output, output
+    assert len(store.refs("fa")) == 5
+
+
 def _consolidations(world: World) -> list[tuple[int, int, int]]:
     """(packs merged, objects, bytes written) of every consolidation logged so far."""
     pattern = re.compile(
@@ -280,17 +325,24 @@ def _consolidations(world: World) -> list[tuple[int, int, int]]:
     return found
 
 
-def test_force_pushes_keep_the_pack_count_bounded_at_a_cost_proportional_to_the_pushes(
+def test_pushes_keep_the_pack_count_bounded_at_a_cost_proportional_to_the_pushes(
     default_world: World,
 ) -> None:
     world = default_world
     base = world.git("rev-parse", "HEAD").stdout.strip()
     before = len(world.packs())
-    pushed = FORCE_PUSHES * PUSH_BYTES  # random bytes: each push's pack is about its blob
+    # random bytes: each push's pack is about its blob
+    pushed = (FORCE_PUSHES + GROWING_PUSHES) * PUSH_BYTES
     peak = before
     for index in range(FORCE_PUSHES):
         _, output = _force_push_random(world, base, PUSH_BYTES, index)
         assert output == "", output
+        peak = max(peak, len(world.packs()))
+    for index in range(GROWING_PUSHES):
+        (world.work / f"grow-{index}.bin").write_bytes(os.urandom(PUSH_BYTES))
+        world.git("add", "-A")
+        world.git("commit", "-q", "-m", f"grow {index}")
+        world.git("push", "-q", world.fork_url, "HEAD:refs/heads/main")
         peak = max(peak, len(world.packs()))
     deadline = time.monotonic() + CONSOLIDATE_WAIT_SECONDS
     while len(world.packs()) > GIT.packs_per_project and time.monotonic() < deadline:
@@ -299,7 +351,8 @@ def test_force_pushes_keep_the_pack_count_bounded_at_a_cost_proportional_to_the_
     consolidations = _consolidations(world)
     written = sum(size for _, _, size in consolidations)
     print(
-        f"\n{FORCE_PUSHES} force-pushes of {PUSH_BYTES} random bytes: packs before "
+        f"\n{FORCE_PUSHES} force-pushes and {GROWING_PUSHES} growing pushes of {PUSH_BYTES} "
+        "random bytes: packs before "
         f"{before}, peak {peak}, after {packs}; {pushed} bytes pushed, "
         f"{written} bytes written by {len(consolidations)} consolidations "
         f"({written / max(pushed, 1):.2f}x): {consolidations}"

@@ -5,6 +5,12 @@ pack becomes visible only when complete); snapshot archives at `archives/<tree>.
 DynamoDB (the single table): `pk = REPO#<project>#canonical` or `REPO#<project>#fork#<fork>`;
 `sk = META` marks the repository, `sk = REF#<name>` holds one ref. Every ref write is a
 conditional write, so a compare-and-set has exactly one winner.
+
+Fork quotas here (`quota.py`): the ref quota holds as on disk (every push to a fork counts
+its `REF#` items before its pack is read; `DulwichGitStore._fork_quota`). The byte quota
+does not: no ledger is kept in DynamoDB. What bounds a fork's S3 bytes instead is each push
+(4 MiB through `GitHttpFunction`) and `CollectGarbageFunction`, which drops packs nothing
+reaches once older than the grace period, hourly; reachable packs stay, as on disk.
 """
 
 from __future__ import annotations
