@@ -79,7 +79,7 @@ export default async () => {{
 }};
 """
     record = run_js(source)
-    assert (record.outcome, record.message) == ("failed", RAISED)
+    assert (record.outcome, record.message) == ("infrastructure-error", IMPORT_FAILED)
     assert accepted == []
 
 
@@ -146,6 +146,7 @@ export default async () => ({ ok: true, message: JSON.stringify(process.env) });
     ids=["child-process", "worker-threads", "vm", "create-require", "node-process"],
 )
 def test_reaching_builtins(run_js: RunModule, attack: str) -> None:
+    """A dynamic import() is refused by its text, before the module runs (issue 28)."""
     source = f"""\
 export default async () => {{
   const got = await (async () => {{ {attack} }})();
@@ -153,7 +154,49 @@ export default async () => {{
 }};
 """
     record = run_js(source)
-    assert (record.outcome, record.message) == ("failed", RAISED)
+    assert (record.outcome, record.message) == ("infrastructure-error", IMPORT_FAILED)
+
+
+# `import` then `(` or `.` anywhere in the text, even in a string or a comment: node runs its
+# own code for import() and import.meta on the check's stack (issue 28).
+DYNAMIC_IMPORT_TEXTS = {
+    "call": 'await import("node:fs");',
+    "spaced": 'await import   ("node:fs");',
+    "block-comment": 'await import /* ( */ ("node:fs");',
+    "line-comment": 'await import // x\n  ("node:fs");',
+    "newline": 'await import\n("node:fs");',
+    "spread": 'return [...import("node:fs")];',
+    "after-a-number": 'const n = 1.\nimport("node:fs");',
+    "meta": "return import.meta.url;",
+    "meta-spaced": "return import . meta;",
+    "in-a-string": 'return "import(x)";',
+    "in-a-comment": "// import.meta\nreturn 1;",
+    "a-method-named-import": "return { import() {} };",
+}
+
+
+@pytest.mark.parametrize(
+    "body", list(DYNAMIC_IMPORT_TEXTS.values()), ids=list(DYNAMIC_IMPORT_TEXTS)
+)
+def test_a_dynamic_import_in_the_text_is_refused(run_js: RunModule, body: str) -> None:
+    record = run_js(f"export default async () => {{ {body} }};\n")
+    assert (record.outcome, record.message) == ("infrastructure-error", IMPORT_FAILED)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'return { ok: false, message: "no import here" };',
+        "const imports = { x: 1 }; return { ok: imports.x === 2 };",
+        "const important = () => 1; return { ok: important() === 2 };",
+        "const reimport = () => 1; return { ok: reimport() === 2 };",
+        "const $import = 1; return { ok: $import === 2 };",
+    ],
+    ids=["a-word", "imports", "important", "reimport", "dollar-import"],
+)
+def test_the_word_import_alone_is_not_refused(run_js: RunModule, body: str) -> None:
+    record = run_js(f"export default async () => {{ {body} }};\n")
+    assert record.outcome == "failed", record.message
 
 
 # --- eval and Function tricks ----------------------------------------------------------------
@@ -167,9 +210,8 @@ ESCAPES = {
     "ctx-promise-constructor": 'ctx.read("brand.json").constructor.constructor("return process")()',
     "ctx-proto": 'Object.getPrototypeOf(ctx)?.constructor?.constructor("return process")()',
     "console-constructor": 'console.log.constructor("return process")()',
-    "eval-import": 'await eval("import(\\"node:child_process\\")")',
-    "function-import": 'await Function("return import(\\"node:fs\\")")()',
-    "import-meta": "import.meta.resolve ? import.meta.resolve('node:fs') : import.meta.url",
+    "eval-import": 'await eval("imp" + "ort(\\"node:child_process\\")")',
+    "function-import": 'await Function("return imp" + "ort(\\"node:fs\\")")()',
     "error-stack-callsites": """(() => {
       let found;
       Error.prepareStackTrace = (_, sites) =>
@@ -264,8 +306,7 @@ export default async (ctx) => {
   const attempts = [];
   for (const fd of [3, 4, 5, 6, 7, 8, 9]) {
     try {
-      const fs = await import("node:fs");
-      fs.writeSync(fd, frame);
+      globalThis.process.binding("fs").writeString(fd, frame);
       attempts.push(fd);
     } catch {}
   }
@@ -528,9 +569,14 @@ def test_the_module_file_itself_is_not_reachable(
     sandbox: BwrapSandbox, commit_files: Callable[[dict[str, str | bytes]], Committed]
 ) -> None:
     """The module is evaluated from its source alone: no path of the host's checkout or of
-    the snapshot is visible through `import.meta` or a stack trace."""
+    the snapshot is visible through a stack trace (there are none) or an error's text
+    (`import.meta` is refused with every dynamic import)."""
     source = """\
-export default async () => ({ ok: false, message: import.meta.url + " | " + new Error().stack });
+export default async () => {
+  let text;
+  try { null.x; } catch (error) { text = String(error) + " | " + error.stack; }
+  return { ok: false, message: text + " | " + new Error().stack };
+};
 """
     committed = commit_files({JS_MODULE: source})
     record = sandbox.run_check(committed.snapshot, QuickCheckDef(name="probe", module=JS_MODULE))
