@@ -337,7 +337,7 @@ class GitWalkLimits:
     larger, which the clone byte limit bounds.
     """
 
-    history_commits: int = 200_000  # new commits one ancestry question may read (409)
+    history_commits: int = 100_000  # new commits one ancestry question may read (409)
     # Remembered commits one ancestry question may walk between the two (409, for good: a
     # commit that far above canonical's head is refused, whoever asks).
     history_steps: int = 500_000

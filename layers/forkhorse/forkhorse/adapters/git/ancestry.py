@@ -97,6 +97,7 @@ class _Question:
         self._spent = 0  # commits read
         self._steps = 0  # remembered commits walked
         self.nodes: dict[str, Node] = {}  # learned by this question, remembered at its end
+        self._unknown: set[str] = set()  # not in the memo when this question asked
         self.answers: dict[tuple[str, str], bool] = {}
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
@@ -121,7 +122,7 @@ class _Question:
             sha = pending.pop()
             if sha == ancestor:
                 return True
-            if sha != descendant:
+            if sha != descendant and sha not in self._unknown:  # new commits have no answers
                 known = self._memo.answer(ancestor, sha)
                 if known is not None:
                     if known:
@@ -135,16 +136,22 @@ class _Question:
         return False
 
     def _node(self, sha: str) -> Node:
-        node = self.nodes.get(sha) or self._memo.node(sha)
-        if node is None:
+        node = self._known(sha)
+        if node is None or node[0] == 0:
             self._generation(sha)
             node = self.nodes[sha]
         return node
 
     def _known(self, sha: str) -> Node | None:
         """What is remembered of a commit; a generation of 0 means only its parents are
-        (a question that stopped at its bound read it)."""
-        return self.nodes.get(sha) or self._memo.node(sha)
+        (a question that stopped at its bound read it). The memo is asked once per commit."""
+        node = self.nodes.get(sha)
+        if node is not None or sha in self._unknown:
+            return node
+        node = self._memo.node(sha)
+        if node is None:
+            self._unknown.add(sha)
+        return node
 
     def _generation(self, sha: str) -> int:
         """The commit's generation, reading each commit not yet remembered once."""

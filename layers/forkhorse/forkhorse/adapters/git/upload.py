@@ -251,7 +251,7 @@ class BoundedUploadPack(UploadPackHandler):
         """dulwich's upload-pack over `NegotiationObjects` until the pack is sent."""
         objects = self.repo.object_store
         self._objects = objects
-        negotiating = NegotiationObjects(objects, self._walk_limit, self._done_required)
+        negotiating = NegotiationObjects(objects, self._walk_limit, self._no_pack_this_round)
         self.repo.object_store = negotiating  # type: ignore[misc, assignment]
         find = self.repo.find_missing_objects
 
@@ -266,7 +266,7 @@ class BoundedUploadPack(UploadPackHandler):
         self.repo.find_missing_objects = find_missing  # type: ignore[method-assign]
         super().handle()
 
-    def _done_required(self) -> bool:
+    def _no_pack_this_round(self) -> bool:
         """No pack this round: a stateless request that has not said `done` (and did not
         ask for `no-done`) is answered with ACKs or NAK only (dulwich's `handle_done`)."""
         return (
