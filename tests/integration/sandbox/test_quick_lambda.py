@@ -140,16 +140,16 @@ def test_a_javascript_check_gets_no_environment_sockets_or_processes(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     source = """\
 export default async () => {
-  const refused = [];
-  for (const name of ["node:net", "node:child_process", "node:fs"]) {
-    try { await import(name); } catch { refused.push(name); }
-  }
-  return { ok: false, message: refused.join(",") + "|" + typeof process };
+  const found = [typeof process, typeof require, typeof Buffer, typeof fetch];
+  return { ok: false, message: found.join(",") };
 };
 """
     record = run_js_in_lambda(source)
-    assert record.message == "node:net,node:child_process,node:fs|undefined"
+    assert record.message == "undefined,undefined,undefined,undefined"
     assert SECRET not in record.stdout.text + record.stderr.text
+    # A dynamic import() is refused by its text, before the module runs (issue 28).
+    record = run_js_in_lambda('export default async () => await import("node:fs");\n')
+    assert record.outcome == "infrastructure-error"
 
 
 def test_the_node_child_runs_under_the_seccomp_filter_and_rlimits() -> None:
