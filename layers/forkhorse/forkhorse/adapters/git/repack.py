@@ -19,8 +19,9 @@ whole length, and what the walk saw as unreachable goes only if every ref still 
 the walk started from; otherwise only the packs the new pack wholly holds go, and the next
 round tries again. A collection that removed everything unreachable it found older than the
 cutoff also measures each fork's kept bytes (`quota.py`): the packed bytes of the objects
-its refs reach and canonical's do not (the walk goes fork by fork, stopping at canonical's
-objects, so each object is read once per fork that reaches it beyond canonical).
+its refs reach and canonical's do not, whether other forks reach them too (the walk goes
+fork by fork, stopping at canonical's objects, so an object is read once per fork that
+reaches it beyond canonical; `limit` bounds those reads together).
 
 **Consolidation** (`consolidate`, started by a push that leaves more than
 `GitLimits.packs_per_project` packs). No walk: the packs are ordered by size, the largest
@@ -233,8 +234,10 @@ def repack(
         packs = _complete_packs(store, written_before)
         loose = _old_loose(objects_dir, written_before)
         walk = _Walk(store, limit)
-        walk.add(before.get(None, []))  # canonical's first: the forks' walks stop there
-        exclusive = {fork: walk.add(shas) for fork, shas in before.items() if fork is not None}
+        canonical = walk.add(before.get(None, []))  # each fork's walk stops at canonical's
+        exclusive = {
+            fork: walk.add(shas, canonical) for fork, shas in before.items() if fork is not None
+        }
         walk.add(list(extra_tips))
         reached = walk.seen
         plan = _Plan.of(packs, loose, reached)
@@ -294,26 +297,29 @@ def _pack_files(store: DiskObjectStore, name: str) -> list[Path]:
 
 # --- what each fork keeps ----------------------------------------------------------------
 class _Walk:
-    """Reachability across several sets of tips, each walk stopping at what earlier ones
-    reached; `limit` bounds all of them together (ReachTooLarge past it). Blobs are never
-    read; a missing object counts as reached (keeping too much is the safe side)."""
+    """Reachability from several sets of tips (`seen`: all they reach). Each walk stops
+    at `stop` (by default, what earlier walks reached); `limit` bounds the objects all the
+    walks note together (ReachTooLarge past it). Blobs are never read; a missing object
+    counts as reached (keeping too much is the safe side)."""
 
     def __init__(self, objects: DiskObjectStore, limit: int) -> None:
         self._objects = objects
         self._limit = limit
+        self._spent = 0
         self.seen: set[bytes] = set()
 
-    def add(self, tips: Iterable[bytes]) -> set[bytes]:
-        """Walk from `tips`; the objects reached that no earlier walk had."""
+    def add(self, tips: Iterable[bytes], stop: set[bytes] | None = None) -> set[bytes]:
+        """Walk from `tips` up to `stop`; the objects reached beyond it."""
+        stop = self.seen if stop is None else stop
         found: set[bytes] = set()
-        pending = [sha for sha in tips if sha not in self.seen]
+        pending = [sha for sha in tips if sha not in stop]
         while pending:
             sha = pending.pop()
-            if sha in self.seen:
+            if sha in found or sha in stop:
                 continue
             self._note(sha, found)
             for child, is_blob in self._children(sha):
-                if child in self.seen:
+                if child in found or child in stop:
                     continue
                 if is_blob:
                     self._note(child, found)
@@ -322,7 +328,8 @@ class _Walk:
         return found
 
     def _note(self, sha: bytes, found: set[bytes]) -> None:
-        if len(self.seen) >= self._limit:
+        self._spent += 1
+        if self._spent > self._limit:
             raise ReachTooLarge(f"more than {self._limit} objects are reachable")
         self.seen.add(sha)
         found.add(sha)
