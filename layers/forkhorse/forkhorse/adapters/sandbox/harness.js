@@ -66,6 +66,7 @@
   const logs = []; // fd, text, fd, text...: console lines the context queued, not yet written
   let buffered = Buffer.alloc(0);
   let hello = null;
+  let finished = false; // the verdict is being sent: no ctx call goes out after it
 
   channel.on("data", (chunk) => {
     buffered = Buffer.concat([buffered, chunk]);
@@ -109,6 +110,7 @@
   }
 
   async function finish(op, data) {
+    finished = true;
     writeLogs();
     await Promise.all([drained(process.stdout), drained(process.stderr)]);
     send(op, data);
@@ -149,7 +151,7 @@
   }
 
   function serveRequests() {
-    while (requests.length) {
+    while (requests.length && !finished) {
       const [op, path, resolve, reject] = requests.shift();
       if (typeof path !== "string" || !Object.hasOwn(CTX_OP, op)) continue;
       call(CTX_OP[op], Buffer.from(path, "utf8")).then((reply) => {
