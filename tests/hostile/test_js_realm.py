@@ -10,6 +10,11 @@ So a test asserts both that the check did not pass and that nothing foreign was 
 Families whose module text holds `import(` or `import.` are refused before they run (an
 `infrastructure-error`, as a static `import` is): the host runs node's own code for both,
 on the check's stack, where a stack overflow would throw an error of the host's realm.
+
+Against the harness before issue 28, the import() families (direct, through `eval`, at a deep
+stack) and the deep-stack `error.stack` families forged a pass, the deep-stack `ctx` and
+`console` calls wedged the child until its deadline, and node reported an uncaught exception
+itself (the check exited without a result).
 """
 
 from __future__ import annotations
@@ -466,6 +471,12 @@ export default async (ctx) => {
     }
   }
   Object.defineProperty(globalThis, "probe", { get() { inspect(this, "global getter"); } });
+  delete globalThis.console;  // what the global holds under the harness's console
+  inspect(globalThis.console, "the context's own console");
+  try {
+    globalThis.console?.log?.({ probe: true });
+    inspect(globalThis.console?.context?.("probe"), "console.context()");
+  } catch (error) { inspect(error, "the context's own console throw"); }
   try { Object.defineProperty(globalThis, "undefined", { value: 1 }); }
   catch (error) { inspect(error, "the global's refusal"); }
   return verdict();
