@@ -394,8 +394,10 @@ def test_a_busy_project_does_not_stall_another_projects_receipt(
     for name in ("a1", "a2", "a3"):
         lane = new_lane(busy, name)
         reviews.append(lane.request_review(lane.push(checks_files("sleep 60", quick=False)))["id"])
+    limits = queue_limits()  # the module server's: A holds its share of the full slots
+    held = min(len(reviews), limits.running_per_project, limits.full_slots_per_project)
     try:
-        eventually(lambda: _containers_running(server, busy.id) == 2, "A's two containers")
+        eventually(lambda: _containers_running(server, busy.id) == held, "A's containers")
         other = new_project(server, False)
         lane = new_lane(other, "b")
         review = lane.request_review(lane.push(checks_files()))
