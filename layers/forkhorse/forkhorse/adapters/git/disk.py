@@ -78,8 +78,8 @@ class DiskGitHost:
     The open files this costs. A kept store holds each pack it has opened: its index and
     its data, 2 files, each open twice (the file, and the duplicate descriptor its mmap
     keeps), so 4 descriptors. Its packs are at most those of its project's pack directory
-    when it last looked, and consolidation (`DiskGitStore.pushed`) brings that back to
-    `packs_per_project` + 1 (the consolidated pack): more only while a consolidation runs,
+    when it last looked, and consolidation (`DiskGitStore.pushed`) brings that back to at
+    most `packs_per_project` // 2 + 1 (`repack.consolidate`): more only while one runs,
     by the pushes that land meanwhile, and packs a repack in another process deleted until
     the store's next miss. So at most `cached_projects` x (`packs_per_project` + 1) x 2
     files, 4 descriptors a pack, outside those windows; none once the idle period passes

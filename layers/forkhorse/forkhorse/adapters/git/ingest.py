@@ -20,9 +20,10 @@ A pushed pack goes through three steps before the store sees it (`PushSession.re
    refused in the same words, and after the same walk, whether or not the shared store
    holds it, so a refusal does not tell one agent what another pushed.
 
-Only then is the pack, completed with its external bases, added to the store. A refusal
-raises `PushRefused` (an OSError, which dulwich reports to the client as `unpack <reason>`),
-and the spool file is removed on every path.
+Only then is the pack, completed with its external bases, charged to the fork's storage
+quota (`quota.py`; its ref quota is checked with the commands) and added to the store.
+A refusal raises `PushRefused` (an OSError, which dulwich reports to the client as
+`unpack <reason>`), and the spool file is removed on every path.
 """
 
 from __future__ import annotations
