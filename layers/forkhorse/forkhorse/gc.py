@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 
 INTERVAL_VARIABLE = "FORKHORSE_GC_INTERVAL_SECONDS"
 GRACE_VARIABLE = "FORKHORSE_GC_GRACE_SECONDS"
-STOP_WAIT_SECONDS = 10.0  # a stop waits this long for a round in progress
+# A stop waits this long for a round in progress, no more: the server's stop has its own
+# bound (a round cut off by the exit leaves what a crash would, which the next start sweeps).
+STOP_WAIT_SECONDS = 1.0
 
 
 class PeriodicCollector:
@@ -99,17 +101,19 @@ def start_collector(
     """`forkhorse serve`'s periodic collector, started, with the environment's interval and
     grace period (positive seconds; others are ignored)."""
     values = os.environ if environ is None else environ
-    every = _seconds(values.get(INTERVAL_VARIABLE), FORK_STORAGE.collect_every_seconds)
-    grace = _seconds(values.get(GRACE_VARIABLE), int(DEFAULT_GRACE.total_seconds()))
+    every = _seconds(values.get(INTERVAL_VARIABLE), FORK_STORAGE.collect_every_seconds, 0.1)
+    grace = _seconds(values.get(GRACE_VARIABLE), DEFAULT_GRACE.total_seconds(), 0.0)
     return PeriodicCollector(store, packs, every=every, grace=timedelta(seconds=grace)).start()
 
 
-def _seconds(raw: str | None, default: float) -> float:
+def _seconds(raw: str | None, default: float, least: float) -> float:
+    """A number of seconds from the environment: at least `least` and finite, else the
+    default."""
     try:
         value = float(raw) if raw else default
     except ValueError:
         return default
-    return value if value >= 0 and value == value else default
+    return value if least <= value < float("inf") else default
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
