@@ -26,7 +26,7 @@ import http.client
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from dulwich.objects import Commit
+from dulwich.pack import PackData
 from forkhorse.adapters.git import http as git_http
 from forkhorse.adapters.git.ancestry import (
     GenerationAncestry,
@@ -300,6 +301,27 @@ def test_a_fetch_with_unknown_or_deep_haves_reads_a_bounded_number_of_commits(
         spent[name] = parsed.value - before
     over = {name: spent[name] for name, (_, limit) in cases.items() if spent[name] > limit}
     assert not over, spent  # the old code read 24,000 to 72,000 commits in each
+
+
+def test_a_small_fetch_does_not_inflate_every_stored_object(
+    long_fork: LongFork, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reusing stored deltas means scanning every pack whole (dulwich): a fetch of the last
+    commit of a long fork inflated every object the project stores."""
+    scanned = [0]
+    original = PackData.iter_unpacked
+
+    def counted(data: PackData, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        for unpacked in original(data, *args, **kwargs):
+            scanned[0] += 1
+            yield unpacked
+
+    monkeypatch.setattr(PackData, "iter_unpacked", counted)
+    body = pkt(f"want {long_fork.tip} {CAPS}\n") + pkt("deepen 1\n") + b"0000" + pkt("done\n")
+    status, answer, _ = upload_pack(long_fork.clone_url, long_fork.token, body)
+    assert status == 200, answer[:200]
+    assert b"PACK" in answer
+    assert scanned[0] <= SMALL, scanned  # was every object of the project: LONG and more
 
 
 def test_an_incremental_fetch_over_a_long_history_is_right_and_bounded(

@@ -17,7 +17,8 @@ a rule here, not a property of the store:
   byte budget below bounds that), never wrong. A round that has not said `done` gets its
   ACKs without the pack's objects being counted, as it is sent no pack.
 - The pack streams one object at a time; the bytes of objects sent are counted and the
-  fetch ends with git's side-band error once `clone_inflated_bytes` is spent.
+  fetch ends with git's side-band error once `clone_inflated_bytes` is spent. Stored deltas
+  are reused only when a large share of the store is sent (finding them reads it all).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from forkhorse.domain.snapshot import SnapshotUnavailable
 _COMMIT = 1
 _TAG = 4
 _SPOOL_BYTES = 1024 * 1024
+_REUSE_SHARE = 4  # stored deltas are reused when at least a quarter of the store is sent
 _FIRST_SECTION = (b"want", b"shallow", b"deepen")
 _UNSUPPORTED = (b"deepen-since", b"deepen-not", b"deepen-relative", b"filter")
 
@@ -213,12 +215,25 @@ class MeteredObjects:
         self._charge(size)  # before the object is inflated
         return self._inner[sha]
 
-    def iter_unpacked_subset(self, *args: Any, **kwargs: Any) -> Iterator[UnpackedObject]:
-        """Deltas reused as they are stored; each is charged the bytes it inflates to."""
-        for unpacked in self._inner.iter_unpacked_subset(*args, **kwargs):
+    def iter_unpacked_subset(
+        self, shas: Iterable[ObjectID], *args: Any, **kwargs: Any
+    ) -> Iterator[UnpackedObject]:
+        """Deltas reused as they are stored; each is charged the bytes it inflates to.
+
+        Finding them inflates every object stored (dulwich scans each pack whole), so they
+        are reused only when what is sent is at least 1/`_REUSE_SHARE` of what is stored:
+        a small fetch from a project holding much sends whole objects instead, and its cost
+        follows what it sends, not what agents pushed."""
+        wanted = set(shas)
+        if len(wanted) * _REUSE_SHARE < self._stored():
+            return
+        for unpacked in self._inner.iter_unpacked_subset(wanted, *args, **kwargs):
             if unpacked.pack_type_num == REF_DELTA:
                 self._charge(sum(len(chunk) for chunk in unpacked.decomp_chunks or ()))
             yield unpacked
+
+    def _stored(self) -> int:
+        return sum(len(pack) for pack in self._inner.packs)
 
     def _charge(self, size: int) -> None:
         self._sent += size
