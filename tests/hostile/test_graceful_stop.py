@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.containers.podman import PodmanContainerPort
-from forkhorse.domain.limits import STOP
+from forkhorse.domain.limits import STOP, QueueLimits
+from forkhorse.runner.scheduler import FairScheduler, Job, Stopped, Ticket
 from forkhorse.runner.supervisor import SERVICE_STOPPED
 
 from tests.integration.api.support import Client, Worktree, checks_files
@@ -215,3 +217,36 @@ def test_sigterm_during_a_quick_check_leaves_no_sandbox(
     assert (check["outcome"], check["message"]) == ("infrastructure-error", SERVICE_STOPPED)
     restarted.stop()
     started.remove(restarted)
+
+
+# --- scheduler level: what a stop does to runs ---------------------------------------------
+
+
+def test_a_stop_ends_holders_at_their_next_step_waiters_at_once_and_drops_the_queued() -> None:
+    scheduler = FairScheduler(QueueLimits(full_slots=1))
+    gate, lock = threading.Event(), threading.Lock()
+    seen: dict[str, str] = {}
+
+    def body(ticket: Ticket) -> None:
+        try:
+            with ticket.slot("full"):
+                with lock:
+                    seen[ticket.job.key] = "holds"
+                gate.wait(60)
+                ticket.check()
+        except Stopped:
+            with lock:
+                seen[ticket.job.key] = "stopped"
+
+    scheduler.submit(Job("holder", "A", "agent-a", False), body)
+    _wait(lambda: seen.get("holder") == "holds", "the holder's slot")
+    scheduler.submit(Job("waiter", "B", "agent-b", False), body)  # waits for the one slot
+    scheduler.submit(Job("queued", "C", "agent-b", False), body)  # agent-b runs one at a time
+    _wait(lambda: "waiter" in scheduler.active_keys(), "the waiter admitted")
+    scheduler.stop()
+    _wait(lambda: seen.get("waiter") == "stopped", "the waiter stopped without a slot")
+    assert seen["holder"] == "holds", "the holder ends at its next step, not mid-step"
+    gate.set()
+    dropped, stuck = scheduler.shutdown(10)
+    assert (dropped, stuck) == ([Job("queued", "C", "agent-b", False)], [])
+    assert seen == {"holder": "stopped", "waiter": "stopped"}
