@@ -186,6 +186,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.sandbox  # the quick check runs in bubblewrap, inside `forkhorse serve`
 def test_sigterm_during_a_quick_check_leaves_no_sandbox(
     home: Path, tmp_path: Path, started: list[ServeProcess]
 ) -> None:
