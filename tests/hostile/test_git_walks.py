@@ -5,7 +5,7 @@ An agent pushes a long history cheaply (tens of thousands of empty commits, made
 
 - has the owner's console poll the gate, which asks whether canonical's head is an
   ancestor of the reviewed commit: only the first question reads the pushed history, each
-  commit once; the next polls read no commit at all (`adapters/git/ancestry.py`);
+  commit once; the next polls read no commit at all (`service/ancestry.py`);
 - sends 150-byte fetches whose `have` lines name objects that are missing, are not
   commits, or sit deep in that history, and negotiation rounds without `done`: each reads at
   most `GIT_WALKS.negotiation_commits` commits, whatever was pushed (`adapters/git/upload.py`);
@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import base64
 import http.client
+import sqlite3
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -37,16 +39,13 @@ import pytest
 from dulwich.objects import Commit
 from dulwich.pack import PackData
 from forkhorse.adapters.git import http as git_http
-from forkhorse.adapters.git.ancestry import (
-    GenerationAncestry,
-    MemoryAncestryMemo,
-    SqliteAncestryMemo,
-)
+from forkhorse.adapters.git.ancestry import SqliteAncestryMemo
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.git.store import DulwichGitStore
 from forkhorse.domain.limits import GIT_CONCURRENCY, GIT_WALKS
 from forkhorse.ports.ancestry import HistoryTooLong
 from forkhorse.serve import THREADS
+from forkhorse.service.ancestry import GenerationAncestry, MemoryAncestryMemo
 
 from tests.support.gitserve import commit_all, git, import_objects, new_repo
 from tests.support.live import Project, Server, new_lane, new_project
@@ -214,6 +213,38 @@ def test_a_new_commit_on_top_reads_only_itself(tmp_path: Path) -> None:
     again = GenerationAncestry(SqliteAncestryMemo(tmp_path / "ancestry.sqlite"))
     assert reads.during(lambda: again.is_ancestor(store, base, tip)) == (0, True)
     assert reads.during(lambda: again.is_ancestor(store, tip, base)) == (0, False)
+
+
+def test_the_home_memo_keeps_a_bounded_number_of_rows_per_project(tmp_path: Path) -> None:
+    """Commits an agent pushes (and gc later removes) must not grow the memo for good: past
+    its bound a project's rows are cleared, other projects' stay, and answers stay right."""
+    source = new_repo(tmp_path / "source")
+    base = commit_all(source, "import")
+    tip = fast_import(source, 300)
+    store = DiskGitHost(tmp_path / "state").store("proj")
+    store.create_canonical()
+    import_objects(store, source)
+    path = tmp_path / "ancestry.sqlite"
+    ancestry = GenerationAncestry(SqliteAncestryMemo(path, rows=500))
+    other = DiskGitHost(tmp_path / "state").store("other")
+    other.create_canonical()
+    import_objects(other, source)
+    assert ancestry.is_ancestor(other, base, tip)
+    for _ in range(5):
+        tip = fast_import(source, 100)
+        import_objects(store, source)
+        assert ancestry.is_ancestor(store, base, tip)
+        assert not ancestry.is_ancestor(store, tip, base)
+        assert _memo_rows(path, "proj") <= 500
+    assert _memo_rows(path, "other") == 302  # 301 commits and one answer, untouched
+
+
+def _memo_rows(path: Path, project: str) -> int:
+    with closing(sqlite3.connect(path)) as db:
+        return sum(
+            db.execute(f"SELECT COUNT(*) FROM {table} WHERE project = ?", (project,)).fetchone()[0]
+            for table in ("commits", "answers")
+        )
 
 
 class _ReadCounter:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from forkhorse.api.wsgi import access_logged
 from forkhorse.domain.limits import GIT, STOP
-from forkhorse.gc import start_collector
 from forkhorse.observability import log_to_files
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import (
@@ -77,7 +76,6 @@ def _serve(args: argparse.Namespace) -> int:
     url = (args.public_url or f"http://{args.host}:{args.port}").rstrip("/")
     app = open_local_app(home, url)
     app.runtime.supervisor.on_stop(stop_running_sessions)  # a stop kills quick checks at once
-    collector = start_collector(app.runtime.store, app.runtime.git)  # periodic gc (issue 28)
     token = ensure_owner_token(app.service, home)
     server = create_server(
         access_logged(app.http, _print_line),
@@ -103,7 +101,6 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        collector.stop()
         server.close()
         _drain(app)
     return 0

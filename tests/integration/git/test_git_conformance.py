@@ -13,6 +13,7 @@ import pytest
 from forkhorse.adapters.git.store import DulwichGitStore, InvalidRefUpdate, RepoNotFound
 from forkhorse.domain.git_access import CanonicalWriteCapability, mint_canonical_write_capability
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotUnavailable
+from forkhorse.service.ancestry import GenerationAncestry
 
 from tests.support.gitserve import (
     PROJECT,
@@ -24,6 +25,7 @@ from tests.support.gitserve import (
 )
 
 MISSING = "0123456789abcdef0123456789abcdef01234567"
+ANCESTRY = GenerationAncestry()  # what the gate and promote ask (service/ancestry.py)
 
 
 @pytest.fixture
@@ -95,11 +97,11 @@ def test_a_stale_old_value_never_writes(seeded: tuple[DulwichGitStore, list[str]
 
 def test_fast_forward_check(seeded: tuple[DulwichGitStore, list[str]]) -> None:
     store, commits = seeded
-    assert store.is_ancestor(commits[0], commits[2])
-    assert store.is_ancestor(commits[2], commits[2])
-    assert not store.is_ancestor(commits[2], commits[0])
-    assert store.is_ancestor(commits[2], commits[5])
-    assert not store.is_ancestor(commits[4], commits[5])
+    assert ANCESTRY.is_ancestor(store, commits[0], commits[2])
+    assert ANCESTRY.is_ancestor(store, commits[2], commits[2])
+    assert not ANCESTRY.is_ancestor(store, commits[2], commits[0])
+    assert ANCESTRY.is_ancestor(store, commits[2], commits[5])
+    assert not ANCESTRY.is_ancestor(store, commits[4], commits[5])
 
 
 def test_missing_objects_fail_closed(seeded: tuple[DulwichGitStore, list[str]]) -> None:
@@ -110,7 +112,7 @@ def test_missing_objects_fail_closed(seeded: tuple[DulwichGitStore, list[str]]) 
     with pytest.raises(SnapshotUnavailable):
         store.read_commit(MISSING)
     with pytest.raises(SnapshotUnavailable):
-        store.is_ancestor(MISSING, commits[2])
+        ANCESTRY.is_ancestor(store, MISSING, commits[2])
     with pytest.raises(SnapshotUnavailable):
         store.update_fork_ref("f1", "refs/heads/main", commits[2], MISSING)
     assert store.head("f1") == commits[2]
@@ -131,9 +133,9 @@ def test_a_commit_whose_parent_is_missing_fails_closed(host: Any, tmp_path: Path
     git("clone", "-q", "--depth", "1", f"file://{full}", str(shallow), cwd=tmp_path)
     store = host.store(PROJECT)
     import_as_canonical(store, shallow, second)
-    assert store.is_ancestor(second, second)
+    assert ANCESTRY.is_ancestor(store, second, second)
     with pytest.raises(SnapshotUnavailable):
-        store.is_ancestor(first, second)
+        ANCESTRY.is_ancestor(store, first, second)
 
 
 def test_a_missing_blob_fails_closed_for_read_stat_and_list(host: Any, tmp_path: Path) -> None:

@@ -148,6 +148,28 @@ def test_the_concurrency_setting_sizes_the_queue_and_a_queue_limit_still_wins() 
         {"FORKHORSE_CONCURRENCY": "6", "FORKHORSE_QUEUE_FULL_SLOTS": "3"}
     )
     assert (pinned.queue.check_slots, pinned.queue.full_slots) == (6, 3)
+    # One project's share follows full slots set alone, and can be pinned too.
+    assert pinned.queue.full_slots_per_project == 2
+    both = LocalSettings.from_environ(
+        {"FORKHORSE_QUEUE_FULL_SLOTS": "3", "FORKHORSE_QUEUE_FULL_SLOTS_PER_PROJECT": "3"}
+    )
+    assert (both.queue.full_slots, both.queue.full_slots_per_project) == (3, 3)
+
+
+def test_garbage_collection_is_scheduled_from_the_environment() -> None:
+    default = LocalSettings.from_environ({})
+    assert (default.gc_interval_seconds, default.gc_grace_seconds) == (600, 3600)
+    tuned = LocalSettings.from_environ(
+        {"FORKHORSE_GC_INTERVAL_SECONDS": "1.5", "FORKHORSE_GC_GRACE_SECONDS": "0"}
+    )
+    assert (tuned.gc_interval_seconds, tuned.gc_grace_seconds) == (1.5, 0)
+    for variable, value in (
+        ("FORKHORSE_GC_INTERVAL_SECONDS", "0"),
+        ("FORKHORSE_GC_GRACE_SECONDS", "-1"),
+        ("FORKHORSE_GC_INTERVAL_SECONDS", "often"),
+    ):
+        with pytest.raises(SettingsError, match=f"invalid environment variable {variable}"):
+            LocalSettings.from_environ({variable: value})
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "many", str(MAX_CONCURRENCY + 1)])

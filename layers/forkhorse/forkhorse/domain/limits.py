@@ -314,6 +314,7 @@ class ForkStorageLimits:
     # How often `forkhorse serve` collects garbage (records, chunks, packs, fork charges);
     # FORKHORSE_GC_INTERVAL_SECONDS overrides it, FORKHORSE_GC_GRACE_SECONDS the grace.
     collect_every_seconds: int = 600
+    collect_grace_seconds: int = 3600  # unreferenced data younger than this is kept
 
 
 FORK_STORAGE = ForkStorageLimits()
@@ -324,7 +325,7 @@ FORK_STORAGE = ForkStorageLimits()
 class GitWalkLimits:
     """What one question about git history may read, whatever an agent pushed.
 
-    Ancestry (the gate's and promote's fast-forward check, `adapters/git/ancestry.py`): each
+    Ancestry (the gate's and promote's fast-forward check, `service/ancestry.py`): each
     commit's generation and parents are remembered per project once read, and each answer
     per (ancestor, descendant) pair, so a repeated question reads nothing and a new commit on
     top of an answered one reads only itself. A question that would read more new commits
@@ -342,6 +343,9 @@ class GitWalkLimits:
     # commit that far above canonical's head is refused, whoever asks).
     history_steps: int = 500_000
     memo_commits: int = 200_000  # commits a process-memory ancestry memo keeps (AWS; LRU)
+    # Rows (commits and answers) the home's ancestry memo keeps per project, about 60 bytes
+    # each; past it the project's rows are cleared and read again as asked.
+    memo_rows_per_project: int = 1_000_000
     negotiation_commits: int = 10_000  # commits one fetch's visibility walk may read
     negotiation_haves: int = 256  # haves one fetch request may name; the rest are dropped
 

@@ -7,9 +7,13 @@ answer must not cost a walk of that history on every question.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from forkhorse.ports.git import GitStore
+
+Node = tuple[int, tuple[str, ...]]  # a commit's generation, and its parents
 
 
 class HistoryTooLong(RuntimeError):
@@ -23,3 +27,19 @@ class CommitAncestry(Protocol):
         ancestor). Raises SnapshotUnavailable when either is not a commit of `repos`, and
         HistoryTooLong past the walk's bound."""
         ...
+
+
+class MemoSession(Protocol):
+    """One question's view of one project's memo."""
+
+    def node(self, sha: str) -> Node | None: ...
+
+    def answer(self, ancestor: str, descendant: str) -> bool | None: ...
+
+    def remember(self, nodes: Mapping[str, Node], answers: Mapping[tuple[str, str], bool]) -> None:
+        """Keep what one question learned (also when it stopped at its bound)."""
+        ...
+
+
+class AncestryMemo(Protocol):
+    def session(self, project: str) -> AbstractContextManager[MemoSession]: ...

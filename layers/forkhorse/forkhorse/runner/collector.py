@@ -14,12 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from forkhorse.domain.limits import FORK_STORAGE
 from forkhorse.domain.model import Project, Review
 from forkhorse.domain.receipts import parse_timestamp
 from forkhorse.ports.git import PackCollector, ReachTooLarge
 from forkhorse.ports.store import Store
 
-DEFAULT_GRACE = timedelta(hours=1)
+DEFAULT_GRACE = timedelta(seconds=FORK_STORAGE.collect_grace_seconds)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from forkhorse.domain.limits import QUEUE, STOP, QueueLimits, StopLimits
+from forkhorse.domain.limits import FORK_STORAGE, QUEUE, STOP, QueueLimits, StopLimits
 from forkhorse.domain.model import InvalidatedExecution
 from forkhorse.domain.receipts import (
     INTERRUPTED_CHECK_NAME,
@@ -43,7 +43,7 @@ from forkhorse.domain.run import RunRef
 from forkhorse.ports.containers import ContainerHandle
 from forkhorse.ports.git import PackCollector
 from forkhorse.runner import steps
-from forkhorse.runner.collector import collect
+from forkhorse.runner.collector import DEFAULT_GRACE, collect
 from forkhorse.runner.contracts import (
     ExecutionState,
     Finalized,
@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_CHECK_NAME = "receipt queue"
 SUPERSEDED = "A newer execution of this review superseded this one."
-COLLECT_EVERY = timedelta(hours=1)  # as the AWS collector's schedule
+COLLECT_EVERY = timedelta(seconds=FORK_STORAGE.collect_every_seconds)
 CANCEL_CHECK_SECONDS = 0.05  # how soon a superseded run notices, while its container runs
 SERVICE_STOPPED = "The service stopped while the check ran."
 SERVICE_STOPPED_QUEUED = "The service stopped before this receipt run started."
@@ -92,6 +92,7 @@ class LocalSupervisor:
         checkouts: Path | None = None,
         packs: PackCollector | None = None,
         collect_every: timedelta = COLLECT_EVERY,
+        collect_grace: timedelta = DEFAULT_GRACE,
     ) -> None:
         self._deps = deps
         self._packs = packs
@@ -107,6 +108,8 @@ class LocalSupervisor:
         self._recovery = threading.Thread(target=lambda: None)
         self._recovery.start()
         self._collect_every = collect_every
+        self._collect_grace = collect_grace
+        self._collections = 0
         self._stopping = threading.Event()
         self._collector = threading.Thread(target=lambda: None)
         self._collector.start()
@@ -156,19 +159,28 @@ class LocalSupervisor:
             self._collect_garbage()
 
     def _collect_garbage(self) -> None:
-        """Records nothing references, chunks a crash left without a manifest, and the
-        repositories' unreachable objects (repacked). Runs after the scheduler is released:
-        the collector is safe against live runs and pushes."""
+        """Records nothing references, chunks a crash left without a manifest, the
+        repositories' unreachable objects (repacked) and each fork's storage charge, settled
+        to what its refs keep. Runs after the scheduler is released: the collector is safe
+        against live runs and pushes."""
         try:
-            collection = collect(self._deps.store, self._deps.clock.now(), packs=self._packs)
-            if collection.lines():
-                log.warning(
-                    "collected %d records, orphan chunk sets or packs; reclaimed %d git bytes",
-                    len(collection.lines()),
-                    collection.bytes_reclaimed,
-                )
+            now = self._deps.clock.now()
+            collection = collect(self._deps.store, now, self._collect_grace, packs=self._packs)
         except Exception:
             log.exception("garbage collection failed; it runs again at the next interval")
+            return
+        self._collections += 1
+        counts = collection.counts()
+        log.info(
+            "periodic garbage collection %d: %d records, %d orphan chunk sets, %d packs "
+            "removed, %d git bytes reclaimed",
+            self._collections,
+            counts["records"],
+            counts["orphans"],
+            counts["packs"],
+            counts["bytesReclaimed"],
+            extra={"collection": counts},
+        )
 
     def remove_stale_exports(self) -> list[Path]:
         """Checkouts exported for executions that are no longer running (a kill leaves them)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from forkhorse.attest.attestor import Attestor
@@ -13,6 +13,7 @@ from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost, GitStore
 from forkhorse.ports.orchestrator import Orchestrator
 from forkhorse.ports.store import Store
+from forkhorse.service.ancestry import GenerationAncestry
 from forkhorse.service.errors import (
     PROJECT_NOT_FOUND,
     REVIEW_NOT_FOUND,
@@ -57,8 +58,8 @@ class Context:
     settings: ServiceSettings
     # Signed evidence: reads everywhere, signs only where it holds a key (the trusted steps).
     attestor: Attestor | None = None
-    # Bounded, remembered ancestry (issue 28); without it, the store's own walk.
-    ancestry: CommitAncestry | None = None
+    # Bounded, remembered ancestry (issue 28); in process memory unless a memo is given.
+    ancestry: CommitAncestry = field(default_factory=GenerationAncestry)
 
     # --- roles ----------------------------------------------------------------------
     @staticmethod
@@ -150,7 +151,4 @@ class Context:
         return head
 
     def is_ancestor(self, project_id: str, ancestor: str, descendant: str) -> bool:
-        repos = self.repos(project_id)
-        if self.ancestry is None:
-            return repos.is_ancestor(ancestor, descendant)
-        return self.ancestry.is_ancestor(repos, ancestor, descendant)
+        return self.ancestry.is_ancestor(self.repos(project_id), ancestor, descendant)

@@ -8,6 +8,7 @@ from forkhorse.ports.clock import Clock
 from forkhorse.ports.git import GitHost
 from forkhorse.ports.orchestrator import Orchestrator
 from forkhorse.ports.store import Store
+from forkhorse.service.ancestry import GenerationAncestry
 from forkhorse.service.approvals import Approvals
 from forkhorse.service.attestations import Attestations
 from forkhorse.service.context import Context, ServiceSettings
@@ -34,7 +35,13 @@ class Service:
     ) -> None:
         """Promotes run as workflows the orchestrator starts (`start_promote`)."""
         self.context = Context(
-            store, git, orchestrator, clock, settings or ServiceSettings(), attestor, ancestry
+            store,
+            git,
+            orchestrator,
+            clock,
+            settings or ServiceSettings(),
+            attestor,
+            ancestry or GenerationAncestry(),
         )
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)

@@ -18,7 +18,6 @@ from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.dynamodb.attestations import DynamoDbAttestations
 from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.evidence import S3EvidenceDrop
-from forkhorse.adapters.git.ancestry import GenerationAncestry, MemoryAncestryMemo
 from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox
@@ -29,6 +28,7 @@ from forkhorse.api.authorizer import OwnerPool
 from forkhorse.attest.attestor import Attestor
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.steps import QuickDeps, RunnerDeps, published_archive
+from forkhorse.service.ancestry import GenerationAncestry, MemoryAncestryMemo
 from forkhorse.service.context import Context
 from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver

@@ -19,7 +19,7 @@ from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
-from forkhorse.adapters.git.ancestry import GenerationAncestry, SqliteAncestryMemo
+from forkhorse.adapters.git.ancestry import SqliteAncestryMemo
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
@@ -42,7 +42,8 @@ from forkhorse.runner.steps import (
     RunnerDeps,
     exported_checkout,
 )
-from forkhorse.runner.supervisor import COLLECT_EVERY, LocalSupervisor
+from forkhorse.runner.supervisor import LocalSupervisor
+from forkhorse.service.ancestry import GenerationAncestry
 from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
 from forkhorse.wiring.settings import LocalSettings
@@ -100,11 +101,12 @@ def build_local_runtime(
     containers: ContainerPort | None = None,
     images: ImageRegistry | None = None,
     queue: QueueLimits | None = None,
-    collect_every: timedelta = COLLECT_EVERY,
+    collect_every: timedelta | None = None,
 ) -> LocalRuntime:
     """Wire local mode under `home`. Interrupted runs become infrastructure errors before
     any work is accepted; orphan containers and stale exports go in the background.
     `queue` defaults to QueueLimits with the environment's overrides (`queue_limits`)."""
+    settings = LocalSettings.from_environ()
     home.mkdir(parents=True, exist_ok=True)
     checkouts = home / CHECKOUTS_DIR
     checkouts.mkdir(exist_ok=True)
@@ -129,10 +131,11 @@ def build_local_runtime(
         deps,
         quick_deps,
         home / HISTORY_DIR,
-        limits=queue or queue_limits(),
+        limits=queue or settings.queue,
         checkouts=checkouts,
         packs=git,
-        collect_every=collect_every,
+        collect_every=collect_every or timedelta(seconds=settings.gc_interval_seconds),
+        collect_grace=timedelta(seconds=settings.gc_grace_seconds),
     )
     supervisor.recover()
     journal = SqlitePromoteJournal(store.path)

@@ -7,6 +7,7 @@ or the server at start with a message naming it, not at the first request that n
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, fields
@@ -15,6 +16,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from forkhorse.domain.limits import (
+    FORK_STORAGE,
     MAX_CONCURRENCY,
     QueueLimits,
     default_concurrency,
@@ -125,6 +127,13 @@ class LocalSettings(_Environment):
     # Each QueueLimits field overridable by a variable named after it, for example
     # FORKHORSE_QUEUE_RUNNING_PER_PROJECT=4; it wins over what the concurrency gives.
     queue: QueueLimits
+    # Garbage collection while serving: how often, and how old unreferenced data must be.
+    gc_interval_seconds: float = Field(
+        default=FORK_STORAGE.collect_every_seconds, alias="FORKHORSE_GC_INTERVAL_SECONDS", gt=0
+    )
+    gc_grace_seconds: float = Field(
+        default=FORK_STORAGE.collect_grace_seconds, alias="FORKHORSE_GC_GRACE_SECONDS", ge=0
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -139,11 +148,19 @@ class LocalSettings(_Environment):
             base = queue_for_concurrency(max(1, min(int(concurrency), MAX_CONCURRENCY)))
         except ValueError:
             base = queue_for_concurrency(1)  # the concurrency's own validation names it
+        _follow_full_slots(overrides)
         return {
             **values,
             CONCURRENCY_VARIABLE: concurrency,
             "queue": {**asdict(base), **overrides},
         }
+
+
+def _follow_full_slots(overrides: dict[str, Any]) -> None:
+    """Full slots set alone keep the per-project share one below them (at least one)."""
+    if "full_slots" in overrides and "full_slots_per_project" not in overrides:
+        with contextlib.suppress(ValueError, TypeError):
+            overrides["full_slots_per_project"] = max(1, int(overrides["full_slots"]) - 1)
 
 
 def machine_concurrency() -> int:

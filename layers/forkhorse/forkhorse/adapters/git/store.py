@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
@@ -148,11 +148,6 @@ class DulwichGitStore(ABC):
                 raise SnapshotUnavailable()
             return read_raw(self._objects, sha)
 
-    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        """Whether `ancestor` is reachable from `descendant` (a commit is its own ancestor)."""
-        self.read_commit(ancestor)
-        return any(sha == ancestor for sha in self._history(descendant))
-
     def update_fork_ref(self, fork: str, ref: str, old: str | None, new: str | None) -> bool:
         return self._compare_and_set(self._existing_refs(fork), ref, old, new)
 
@@ -254,17 +249,6 @@ class DulwichGitStore(ABC):
             return kind.from_string(raw)
         except (ObjectFormatException, ValueError) as malformed:
             raise SnapshotUnavailable() from malformed
-
-    def _history(self, start: str) -> Iterator[str]:
-        seen = {start}
-        pending = [start]
-        while pending:
-            sha = pending.pop()
-            yield sha
-            for parent in self.read_commit(sha).parents:
-                if parent not in seen:
-                    seen.add(parent)
-                    pending.append(parent)
 
 
 def _checked_ref_name(ref: str) -> Ref:
