@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import time
 from collections.abc import Callable
 from typing import Any
 
 import requests
 
 from tests.integration.api.support import Worktree
-from tests.support.resources import mounts_under
+from tests.support.resources import mounts_under, project_containers
 from tests.support.serve import ServeProcess
+from tests.support.waiting import eventually
 
 TIMEOUT = 120.0
 
@@ -29,13 +28,7 @@ def _get(process: ServeProcess, path: str, token: str) -> Any:
 
 
 def _wait(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return eventually(condition, what, TIMEOUT, poll=0.1)
 
 
 def _demo_receipt(process: ServeProcess, token: str) -> dict[str, Any]:
@@ -89,7 +82,7 @@ def test_serve_demo_survives_restarts_and_fails_interrupted_runs_closed(
         """The full check's container runs (a full check has no result until it ends)."""
         state = _get(process, f"/projects/{demo['project']}/state", token)
         receipt = next(r for r in state["reviews"] if r["id"] == review_id)["receipt"]
-        return receipt["status"] == "running" and _containers_of(demo["project"]) != []
+        return receipt["status"] == "running" and project_containers(demo["project"]) != []
 
     _wait(sleeping, "the sleepy container")
     process.stop(signal.SIGKILL)
@@ -98,17 +91,8 @@ def test_serve_demo_survives_restarts_and_fails_interrupted_runs_closed(
     receipt = next(r for r in state["reviews"] if r["id"] == review_id)["receipt"]
     assert receipt["status"] == "infrastructure-error"
     assert receipt["digest"] is None
-    _wait(lambda: _containers_of(demo["project"]) == [], "the orphan's removal in the background")
+    orphan_gone = "the orphan's removal in the background"
+    _wait(lambda: project_containers(demo["project"]) == [], orphan_gone)
     # Its run directory (and the workspace tmpfs mounted in it) goes too.
     _wait(lambda: mounts_under(process.home) == 0, "the orphan's workspace unmounted")
     _wait(lambda: not any((process.home / "runs").iterdir()), "the orphan's run directory")
-
-
-def _containers_of(project: str) -> list[str]:
-    listed = subprocess.run(
-        ["podman", "ps", "--all", "--quiet", "--filter", f"label=forkhorse.project={project}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return listed.split()

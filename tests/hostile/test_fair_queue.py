@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import tracemalloc
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -33,81 +32,17 @@ from tests.integration.api.support import checks_files
 from tests.integration.containers.helpers import containers_of
 from tests.integration.runner.scenarios import checks_file, full
 from tests.integration.runner.test_faults import _start_crash_worker
+from tests.support.fake_steps import GATE_SECONDS, FakeSteps
 from tests.support.live import Server, new_lane, new_project
 from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.runner import World, running_world
+from tests.support.waiting import eventually
 
-GATE_SECONDS = 60.0  # a fake step never blocks longer, even if a test fails first
 POLL_SECONDS = 0.02
 RUN_SECONDS = 90.0
 
 
-def eventually(predicate: Callable[[], object], what: str, seconds: float = 60.0) -> None:
-    """Poll `predicate`, bounded in count and time."""
-    for _ in range(int(seconds / POLL_SECONDS)):
-        if predicate():
-            return
-        time.sleep(POLL_SECONDS)
-    raise AssertionError(f"{what}: not seen within {seconds:.0f} s")
-
-
 # --- scheduler level, with fake steps --------------------------------------------------
-
-
-class FakeSteps:
-    """Fake receipt runs: each step holds a slot of its lane until the test releases it.
-    Every start, step entered and end is logged in order."""
-
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str, int]] = []
-        self._gates: dict[tuple[str, int], threading.Event] = {}
-        self._lock = threading.Lock()
-        self._open = False  # once everything is released, later steps pass at once
-
-    def body(self, key: str, lanes: list[LaneName]) -> Callable[[Ticket], None]:
-        def run(ticket: Ticket) -> None:
-            self._note("start", key, -1)
-            for index, lane in enumerate(lanes):
-                with ticket.slot(lane):
-                    self._note(lane, key, index)
-                    self._gate(key, index).wait(GATE_SECONDS)
-            self._note("end", key, -1)
-
-        return run
-
-    def release(self, key: str, index: int) -> None:
-        self._gate(key, index).set()
-
-    def release_all(self) -> None:
-        with self._lock:
-            self._open = True
-            for gate in self._gates.values():
-                gate.set()
-
-    def seen(self, kind: str, key: str, index: int = -1) -> bool:
-        with self._lock:
-            return (kind, key, index) in self.log
-
-    def wait_for(self, kind: str, key: str, index: int = -1) -> None:
-        eventually(lambda: self.seen(kind, key, index), f"{kind} {key} {index}")
-
-    def _gate(self, key: str, index: int) -> threading.Event:
-        with self._lock:
-            gate = self._gates.setdefault((key, index), threading.Event())
-            if self._open:
-                gate.set()
-            return gate
-
-    def _note(self, kind: str, key: str, index: int) -> None:
-        with self._lock:
-            self.log.append((kind, key, index))
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSteps]:
-    steps = FakeSteps()
-    yield steps
-    steps.release_all()
 
 
 def _submit(

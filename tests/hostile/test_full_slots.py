@@ -27,22 +27,16 @@ from forkhorse.domain.limits import QueueLimits, queue_for_concurrency
 from forkhorse.domain.run import RunRef
 from forkhorse.runner.scheduler import FairScheduler, Job, LaneName
 
-from tests.hostile.test_fair_queue import FakeSteps, eventually
 from tests.integration.api.support import checks_files
 from tests.integration.containers.helpers import containers_of
+from tests.support.fake_steps import FakeSteps
 from tests.support.live import Server, new_lane, new_project, start_server
+from tests.support.waiting import eventually
 
 SLEEP_SECONDS = 120  # the sleepers; every wait below ends far sooner
 START_DEADLINE = 60.0  # the short check's whole run, on a loaded machine
 SETTLE_SECONDS = 5.0  # how long a sleeper may take to reach its container, if it may
 POLL_SECONDS = 0.05
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSteps]:
-    steps = FakeSteps()
-    yield steps
-    steps.release_all()
 
 
 def _submit(

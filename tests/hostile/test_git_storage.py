@@ -19,7 +19,6 @@ and refs, and a project's packs, against a real `forkhorse serve` and the real g
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -38,7 +37,7 @@ from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.domain.limits import FORK_STORAGE, GIT, MIB
 
-from tests.integration.api.support import Client
+from tests.integration.api.support import Client, git_env
 from tests.support.gitserve import PROJECT, Directory, commit_all, git, new_repo
 from tests.support.serve import ServeProcess, free_port
 
@@ -71,7 +70,7 @@ class World:
         done = subprocess.run(
             ["git", *args],
             cwd=self.work,
-            env=_git_env(self.work, self.token),
+            env=git_env(self.work, self.token),
             capture_output=True,
             text=True,
             timeout=300,
@@ -111,23 +110,6 @@ class World:
         return messages
 
 
-def _git_env(home: Path, token: str) -> dict[str, str]:
-    basic = base64.b64encode(f"x:{token}".encode()).decode()
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_AUTHOR_NAME": "Agent",
-        "GIT_AUTHOR_EMAIL": "agent@forkhorse.invalid",
-        "GIT_COMMITTER_NAME": "Agent",
-        "GIT_COMMITTER_EMAIL": "agent@forkhorse.invalid",
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "http.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
-    }
-
-
 def _world(server: ServeProcess, root: Path) -> World:
     owner = Client(server.url, (server.home / "owner-token").read_text().strip())
     project = owner.ok("POST", "/projects", {"name": "storage"}, expect=201)["project"]
@@ -148,7 +130,7 @@ def _world(server: ServeProcess, root: Path) -> World:
     subprocess.run(
         ["git", "push", "-q", project["cloneUrl"], "HEAD:refs/heads/main"],
         cwd=work,
-        env=_git_env(work, owner.token),
+        env=git_env(work, owner.token),
         check=True,
         capture_output=True,
         timeout=120,

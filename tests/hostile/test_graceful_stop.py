@@ -25,31 +25,16 @@ from forkhorse.runner.scheduler import FairScheduler, Job, Stopped, Ticket
 from forkhorse.runner.supervisor import SERVICE_STOPPED
 
 from tests.integration.api.support import Client, Worktree, checks_files
-from tests.support.resources import mounts_under
+from tests.support.resources import mounts_under, project_containers
 from tests.support.serve import ServeProcess, free_port
+from tests.support.waiting import eventually
 
 WAIT_SECONDS = 120.0  # the server's start and the container's, on a loaded machine
 SLEEP_SECONDS = 600  # the check would outlive the test by far
 
 
-def _containers_of(project: str) -> list[str]:
-    listed = subprocess.run(
-        ["podman", "ps", "--all", "--quiet", "--filter", f"label=forkhorse.project={project}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return listed.split()
-
-
 def _wait(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return eventually(condition, what, WAIT_SECONDS, poll=0.1)
 
 
 @pytest.fixture
@@ -107,17 +92,8 @@ def _review(process: ServeProcess, workdir: Path, files: dict[str, str]) -> tupl
     return owner, project["id"], review["id"]
 
 
-def test_sigterm_drains_a_running_full_check_and_leaves_nothing_behind(
-    home: Path, tmp_path: Path, started: list[ServeProcess]
-) -> None:
-    port = free_port()
-    process = _serve(home, port, started)
-    files = checks_files(f"sleep {SLEEP_SECONDS}")
-    owner, project, review = _review(process, tmp_path / "work", files)
-    _wait(lambda: _containers_of(project), "the sleeping check's container")
-    assert owner.review(project, review)["receipt"]["status"] == "running"
-    assert mounts_under(home) > 0, "the check's workspace is a tmpfs under the home"
-
+def _stop_gracefully(process: ServeProcess) -> None:
+    """SIGTERM, and the server exits cleanly within the stated bound."""
     assert process.process is not None
     signalled = time.monotonic()
     process.process.send_signal(signal.SIGTERM)
@@ -125,10 +101,23 @@ def test_sigterm_drains_a_running_full_check_and_leaves_nothing_behind(
         code = process.process.wait(timeout=STOP.stop_seconds)
     except subprocess.TimeoutExpired:
         code = None
-    took = time.monotonic() - signalled
-    print(f"\nforkhorse serve stopped {took:.2f} s after SIGTERM")
+    print(f"\nforkhorse serve stopped {time.monotonic() - signalled:.2f} s after SIGTERM")
     assert code == 0, f"serve did not exit cleanly within {STOP.stop_seconds:.0f} s: {code}"
-    assert _containers_of(project) == [], "the check's container outlived the stop"
+
+
+def test_sigterm_drains_a_running_full_check_and_leaves_nothing_behind(
+    home: Path, tmp_path: Path, started: list[ServeProcess]
+) -> None:
+    port = free_port()
+    process = _serve(home, port, started)
+    files = checks_files(f"sleep {SLEEP_SECONDS}")
+    owner, project, review = _review(process, tmp_path / "work", files)
+    _wait(lambda: project_containers(project), "the sleeping check's container")
+    assert owner.review(project, review)["receipt"]["status"] == "running"
+    assert mounts_under(home) > 0, "the check's workspace is a tmpfs under the home"
+
+    _stop_gracefully(process)
+    assert project_containers(project) == [], "the check's container outlived the stop"
     assert mounts_under(home) == 0, "the check's workspace stayed mounted"
     assert not any((home / "runs").iterdir()), "the check's run directory stayed"
     started.remove(process)
@@ -142,7 +131,7 @@ def test_sigterm_drains_a_running_full_check_and_leaves_nothing_behind(
     [check] = [row for row in receipt["checks"] if row["tier"] == "full"]
     assert (check["outcome"], check["message"]) == ("infrastructure-error", SERVICE_STOPPED)
     time.sleep(1.0)  # a run that restarted would have started a container by now
-    assert _containers_of(project) == [], "the stopped run was not run again"
+    assert project_containers(project) == [], "the stopped run was not run again"
     restarted.stop()
     started.remove(restarted)
 
@@ -199,15 +188,7 @@ def test_sigterm_during_a_quick_check_leaves_no_sandbox(
         lambda: [child for child, line in _descendants(pid).items() if "bwrap" in line],
         "the spinning quick check's sandbox",
     )
-    assert process.process is not None
-    signalled = time.monotonic()
-    process.process.send_signal(signal.SIGTERM)
-    try:
-        code = process.process.wait(timeout=STOP.stop_seconds)
-    except subprocess.TimeoutExpired:
-        code = None
-    print(f"\nforkhorse serve stopped {time.monotonic() - signalled:.2f} s after SIGTERM")
-    assert code == 0, f"serve did not exit cleanly within {STOP.stop_seconds:.0f} s: {code}"
+    _stop_gracefully(process)
     _wait(lambda: not any(_alive(sandbox) for sandbox in sandboxes), "the sandbox's end")
     started.remove(process)
 

@@ -22,7 +22,7 @@ from forkhorse.domain.limits import PROTECTS
 from forkhorse.service.approvals import GATE_REFUSED
 from forkhorse.service.promotion_rules import CONSENT_MISSING
 
-from tests.integration.api.support import QUICK_OK, _git_env
+from tests.integration.api.support import QUICK_OK, git_env
 from tests.support.live import Lane, Project, Server, new_lane
 
 NPM_TEST = '{"name":"unit","tier":"full","image":"busybox","run":"npm test"}'
@@ -45,19 +45,6 @@ def _project(server: Server, checks: list[str], files: dict[str, str]) -> Projec
     return Project(server, project["id"], project["cloneUrl"], base, initial)
 
 
-def _path(project: Project, review_id: str) -> str:
-    return f"/projects/{project.id}/reviews/{review_id}"
-
-
-def _approve(
-    project: Project, review_id: str, commit: str, accept: bool | None = None
-) -> tuple[int, Any]:
-    body: dict[str, Any] = {"commit": commit}
-    if accept is not None:
-        body["acceptChecksChange"] = accept
-    return project.server.owner.call("POST", f"{_path(project, review_id)}/approve", body)
-
-
 def _checks_changed(reasons: list[str]) -> list[str]:
     return [reason for reason in reasons if reason.startswith("checks-changed:")]
 
@@ -75,10 +62,10 @@ def test_npmrc_script_shell_is_a_checks_change_of_npm_test(server: Server) -> No
     commit, review = _reviewed(lane, {".npmrc": NEUTRALISED, "src.txt": "work\n"})
 
     expected = ["checks-changed: .npmrc (protected by check 'unit') was added."]
-    status, refused = _approve(project, review["id"], commit)
+    status, refused = project.approve(review["id"], commit)
     assert (status, refused["error"]) == (409, GATE_REFUSED)
     assert _checks_changed(refused["reasons"]) == expected
-    gate = server.owner.ok("GET", f"{_path(project, review['id'])}/gate")
+    gate = server.owner.ok("GET", f"{project.review_path(review['id'])}/gate")
     assert _checks_changed(gate["approve"]["reasons"]) == expected
     [shown] = gate["checks"]["diff"]
     assert (shown["check"], shown["change"], shown["protected"]) == ("unit", "changed", True)
@@ -86,7 +73,7 @@ def test_npmrc_script_shell_is_a_checks_change_of_npm_test(server: Server) -> No
     status, body = server.owner.promote(project.id, review["id"], commit)
     assert (status, body["error"]) == (409, CONSENT_MISSING)
     # Accepting answers this reason; the busybox image has no npm, so the run failed.
-    status, accepted = _approve(project, review["id"], commit, True)
+    status, accepted = project.approve(review["id"], commit, True)
     assert status == 409, accepted
     assert _checks_changed(accepted["reasons"]) == []
     assert server.owner.state(project.id)["project"]["canonicalHead"] == project.initial
@@ -99,15 +86,7 @@ def test_a_neutralised_npm_check_lands_only_once_the_owner_accepts_it(server: Se
     assert review["receipt"]["status"] == "passed", review["receipt"]
 
     reason = "checks-changed: .npmrc (protected by check 'unit') was added."
-    for refused_body in (None, False):
-        status, refused = _approve(project, review["id"], commit, refused_body)
-        assert (status, refused) == (409, {"error": GATE_REFUSED, "reasons": [reason]})
-    status, body = server.owner.promote(project.id, review["id"], commit)
-    assert (status, body["error"]) == (409, CONSENT_MISSING)
-    assert server.owner.state(project.id)["project"]["canonicalHead"] == project.initial
-
-    status, approved = _approve(project, review["id"], commit, True)
-    assert status == 200, approved
+    approved = project.refused_until_accepted(review["id"], commit, [reason])
     [accepted] = approved["approval"]["acceptedChecksChange"]
     assert (accepted["check"], accepted["change"]) == ("unit", "changed")
     assert accepted["before"] != accepted["after"]
@@ -125,7 +104,7 @@ def test_the_code_under_review_is_not_the_check(server: Server) -> None:
     files = {"test/unit.test.js": "// weaker test\n", "src/index.js": "export {};\n"}
     commit, review = _reviewed(lane, files)
     assert review["receipt"]["status"] == "passed", review["receipt"]
-    status, approved = _approve(project, review["id"], commit)
+    status, approved = project.approve(review["id"], commit)
     assert status == 200, approved
     assert approved["approval"]["acceptedChecksChange"] == []
 
@@ -172,13 +151,13 @@ def test_each_runners_configuration_is_part_of_its_check(
     lane = new_lane(project)
     commit, review = _reviewed(lane, {**pushed, "src.txt": "work\n"})
 
-    status, refused = _approve(project, review["id"], commit)
+    status, refused = project.approve(review["id"], commit)
     assert (status, refused["error"]) == (409, GATE_REFUSED)
     assert _checks_changed(refused["reasons"]) == [reason]
     status, body = server.owner.promote(project.id, review["id"], commit)
     assert (status, body["error"]) == (409, CONSENT_MISSING)
 
-    status, accepted = _approve(project, review["id"], commit, True)
+    status, accepted = project.approve(review["id"], commit, True)
     if review["receipt"]["status"] == "passed":
         assert status == 200, accepted
         status, promoted = server.owner.promote(project.id, review["id"], commit)
@@ -193,7 +172,7 @@ def test_a_removed_protected_file_is_named(server: Server) -> None:
     lane = new_lane(project)
     lane.tree.git(None, "rm", "-q", "package-lock.json")
     commit, review = _reviewed(lane, {"src.txt": "work\n"})
-    status, refused = _approve(project, review["id"], commit)
+    status, refused = project.approve(review["id"], commit)
     assert (status, refused["reasons"]) == (
         409,
         ["checks-changed: package-lock.json (protected by check 'unit') was removed."],
@@ -204,7 +183,7 @@ def _git(lane: Lane, *args: str, stdin: str | None = None) -> str:
     done = subprocess.run(
         ["git", *args],
         cwd=lane.tree.path,
-        env=_git_env(lane.tree.path, None),
+        env=git_env(lane.tree.path, None),
         input=stdin,
         capture_output=True,
         text=True,
@@ -237,7 +216,7 @@ def test_a_tree_bomb_is_compared_boundedly(server: Server, glob: str) -> None:
     assert receipt["receipt"]["status"] == "passed", receipt["receipt"]
 
     started = time.monotonic()
-    status, answer = _approve(project, review["id"], commit)
+    status, answer = project.approve(review["id"], commit)
     elapsed = time.monotonic() - started
     # Reading every path would take hours; the budget reads a few trees.
     assert elapsed < 10, elapsed
@@ -249,5 +228,5 @@ def test_a_tree_bomb_is_compared_boundedly(server: Server, glob: str) -> None:
         "checks-changed: The paths protected by check 'lint' could not be compared with "
         f"canonical's (the trees differ in more than {PROTECTS.compared_entries:,} entries"
     )
-    status, approved = _approve(project, review["id"], commit, True)
+    status, approved = project.approve(review["id"], commit, True)
     assert status == 200, approved

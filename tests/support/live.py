@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
+from forkhorse.service.approvals import GATE_REFUSED
 from forkhorse.service.facade import ServiceSettings
+from forkhorse.service.promotion_rules import CONSENT_MISSING
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.api.support import Client, ShiftClock, Worktree, checks_files
@@ -113,6 +115,31 @@ class Project:
             "POST", f"/projects/{self.id}/packets", {"title": title}, expect=201
         )
         return str(created["packet"]["id"])
+
+    def review_path(self, review_id: str) -> str:
+        return f"/projects/{self.id}/reviews/{review_id}"
+
+    def approve(self, review_id: str, commit: str, accept: bool | None = None) -> tuple[int, Any]:
+        """The owner approves `commit`; `accept` answers a checks change, if given."""
+        body: dict[str, Any] = {"commit": commit}
+        if accept is not None:
+            body["acceptChecksChange"] = accept
+        return self.server.owner.call("POST", f"{self.review_path(review_id)}/approve", body)
+
+    def refused_until_accepted(self, review_id: str, commit: str, reasons: list[str]) -> Any:
+        """A checks change: approve is refused with `reasons` (unless accepted), promote
+        without that consent is refused and canonical stays; then the owner accepts it.
+        The accepting approval."""
+        owner = self.server.owner
+        for refused_body in (None, False):
+            status, refused = self.approve(review_id, commit, refused_body)
+            assert (status, refused) == (409, {"error": GATE_REFUSED, "reasons": reasons})
+        status, body = owner.promote(self.id, review_id, commit)
+        assert (status, body["error"]) == (409, CONSENT_MISSING)
+        assert owner.state(self.id)["project"]["canonicalHead"] == self.initial
+        status, approved = self.approve(review_id, commit, True)
+        assert status == 200, approved
+        return approved
 
 
 @dataclass

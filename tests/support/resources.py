@@ -8,6 +8,7 @@ as growth over an idle baseline measured in the same test.
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -74,6 +75,17 @@ def mounts_under(path: Path) -> int:
     # /proc/self/mounts escapes spaces and other separators in paths as octal.
     points = (line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines())
     return sum(1 for point in points if point.startswith(inside))
+
+
+def project_containers(project: str) -> list[str]:
+    """Podman containers (running or not) labelled with the project: a full check's."""
+    listed = subprocess.run(
+        ["podman", "ps", "--all", "--quiet", "--filter", f"label=forkhorse.project={project}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return listed.split()
 
 
 def processes_using(path: Path) -> set[int]:

@@ -114,7 +114,7 @@ class Client:
         return status, body
 
 
-def _git_env(home: Path, token: str | None) -> dict[str, str]:
+def git_env(home: Path, token: str | None) -> dict[str, str]:
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
@@ -147,7 +147,7 @@ class Worktree:
         done = subprocess.run(
             ["git", *args],
             cwd=self.path,
-            env=_git_env(self.path, token),
+            env=git_env(self.path, token),
             capture_output=True,
             text=True,
             timeout=120,

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forkhorse.service.approvals import GATE_REFUSED
-from forkhorse.service.promotion_rules import CHECKS_CHANGE_NOT_ACCEPTED, CONSENT_MISSING
+from forkhorse.service.promotion_rules import CHECKS_CHANGE_NOT_ACCEPTED
 
 from tests.integration.api.support import QUICK_OK
 from tests.support.live import (
@@ -23,19 +22,6 @@ from tests.support.live import (
 MODULE = GUARDED_MODULE
 ALWAYS_PASSES = QUICK_OK
 MODULE_CHANGED = "checks-changed: Check quick's module changed."
-
-
-def _path(project: Project, review_id: str) -> str:
-    return f"/projects/{project.id}/reviews/{review_id}"
-
-
-def _approve(
-    project: Project, review_id: str, commit: str, accept: bool | None = None
-) -> tuple[int, Any]:
-    body: dict[str, Any] = {"commit": commit}
-    if accept is not None:
-        body["acceptChecksChange"] = accept
-    return project.server.owner.call("POST", f"{_path(project, review_id)}/approve", body)
 
 
 def _replace_the_check(lane: Lane, source: str = ALWAYS_PASSES) -> tuple[str, dict[str, Any]]:
@@ -68,7 +54,7 @@ def test_a_replaced_check_is_refused_until_the_owner_accepts_that_change(server:
     lane = new_lane(project)
     commit, review = _replace_the_check(lane)
 
-    gate = server.owner.ok("GET", f"{_path(project, review['id'])}/gate")
+    gate = server.owner.ok("GET", f"{project.review_path(review['id'])}/gate")
     assert gate["checks"]["enforced"] is True
     assert gate["checks"]["canonicalHead"] == project.initial
     [shown] = gate["checks"]["diff"]
@@ -77,21 +63,13 @@ def test_a_replaced_check_is_refused_until_the_owner_accepts_that_change(server:
     assert shown["before"]["moduleDigest"] != shown["after"]["moduleDigest"]
     assert gate["approve"] == {"allowed": False, "reasons": [MODULE_CHANGED]}
 
-    for refused_body in (None, False):
-        status, refused = _approve(project, review["id"], commit, refused_body)
-        assert (status, refused) == (409, {"error": GATE_REFUSED, "reasons": [MODULE_CHANGED]})
-    status, body = server.owner.promote(project.id, review["id"], commit)
-    assert (status, body["error"]) == (409, CONSENT_MISSING)
-    assert server.owner.state(project.id)["project"]["canonicalHead"] == project.initial
-
-    status, approved = _approve(project, review["id"], commit, True)
-    assert status == 200, approved
+    approved = project.refused_until_accepted(review["id"], commit, [MODULE_CHANGED])
     [accepted] = approved["approval"]["acceptedChecksChange"]
     assert set(accepted) == {"check", "change", "before", "after"}
     assert (accepted["check"], accepted["change"]) == ("quick", "changed")
     assert accepted["before"] != accepted["after"]
     assert accepted["before"].startswith("sha256:")
-    status, again = _approve(project, review["id"], commit, True)
+    status, again = project.approve(review["id"], commit, True)
     assert (status, again) == (409, {"error": "This commit is already approved."})
 
     status, promoted = server.owner.promote(project.id, review["id"], commit)
@@ -110,11 +88,11 @@ def test_with_the_policy_off_the_spec_behaviour_is_unchanged(server: Server) -> 
     required = new_guarded_project(server, protect_checks=False)
     lane = new_lane(required)
     commit, review = _replace_the_check(lane)
-    gate = server.owner.ok("GET", f"{_path(required, review['id'])}/gate")
+    gate = server.owner.ok("GET", f"{required.review_path(review['id'])}/gate")
     assert gate["checks"]["enforced"] is False
     assert [d["change"] for d in gate["checks"]["diff"]] == ["changed"]
     assert gate["approve"] == {"allowed": True, "reasons": []}
-    status, approved = _approve(required, review["id"], commit)
+    status, approved = required.approve(review["id"], commit)
     assert status == 200, approved
     assert approved["approval"]["acceptedChecksChange"] == []
     status, promoted = server.owner.promote(required.id, review["id"], commit)
@@ -128,7 +106,7 @@ def test_turning_the_policy_on_after_approval_gates_promote_until_accepted(
     required = new_guarded_project(server, protect_checks=False)
     lane = new_lane(required)
     commit, review = _replace_the_check(lane)
-    assert _approve(required, review["id"], commit)[0] == 200
+    assert required.approve(review["id"], commit)[0] == 200
     server.owner.ok("PUT", f"/projects/{required.id}/policy", {"protectChecks": True})
     status, body = server.owner.promote(required.id, review["id"], commit)
     assert (status, body) == (
@@ -136,7 +114,7 @@ def test_turning_the_policy_on_after_approval_gates_promote_until_accepted(
         {"error": CHECKS_CHANGE_NOT_ACCEPTED, "reasons": [MODULE_CHANGED]},
     )
     # The consent held no acceptance, so approving again (accepting) is allowed.
-    status, approved = _approve(required, review["id"], commit, True)
+    status, approved = required.approve(review["id"], commit, True)
     assert status == 200, approved
     status, promoted = server.owner.promote(required.id, review["id"], commit)
     assert status == 200, promoted
@@ -155,9 +133,9 @@ def test_an_acceptance_never_covers_a_diff_canonical_moved_to_since(server: Serv
     c1, review_b = _replace_the_check(lane_b, GUARD + "# v1\n")
     lane_a.tree.git(None, "pull", "-q", str(lane_b.tree.path), "main")
     c2, review_a = _replace_the_check(lane_a, GUARD + "# v2\n")
-    status, first = _approve(project, review_a["id"], c2, True)
+    status, first = project.approve(review_a["id"], c2, True)
     assert status == 200, first
-    assert _approve(project, review_b["id"], c1, True)[0] == 200
+    assert project.approve(review_b["id"], c1, True)[0] == 200
     assert server.owner.promote(project.id, review_b["id"], c1)[0] == 200
 
     status, body = server.owner.promote(project.id, review_a["id"], c2)
@@ -167,7 +145,7 @@ def test_an_acceptance_never_covers_a_diff_canonical_moved_to_since(server: Serv
     assert body["reasons"][1:] == [MODULE_CHANGED]
     assert server.owner.state(project.id)["project"]["canonicalHead"] == c1
 
-    status, second = _approve(project, review_a["id"], c2, True)
+    status, second = project.approve(review_a["id"], c2, True)
     assert status == 200, second
     [now_accepted] = second["approval"]["acceptedChecksChange"]
     [then_accepted] = first["approval"]["acceptedChecksChange"]

@@ -206,18 +206,22 @@ INTERRUPTED = (
 )
 
 
-def interrupted_summary(summary: ReceiptSummary, now: datetime) -> ReceiptSummary:
-    """What a restart makes of a running summary: an infrastructure error, no digest."""
+def interrupted_summary(
+    summary: ReceiptSummary, now: datetime, message: str = INTERRUPTED
+) -> ReceiptSummary:
+    """What a restart (or a stop, with its own message) makes of a running summary: an
+    infrastructure error, no digest, each unfinished check saying why (a row says so if
+    none was running)."""
     started = parse_timestamp(summary.started_at)
     elapsed_ms = max(0, int((now - started).total_seconds() * 1000))
     checks = [
-        check.model_copy(update={"outcome": "infrastructure-error", "message": INTERRUPTED})
+        check.model_copy(update={"outcome": "infrastructure-error", "message": message})
         if check.outcome == "running"
         else check
         for check in summary.checks
     ]
     if not any(check.outcome == "running" for check in summary.checks):
-        checks.append(infrastructure_row(INTERRUPTED_CHECK_NAME, INTERRUPTED))
+        checks.append(infrastructure_row(INTERRUPTED_CHECK_NAME, message))
     return summary.model_copy(
         update={
             "status": "infrastructure-error",

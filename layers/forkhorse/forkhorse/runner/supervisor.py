@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from contextlib import ExitStack
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,13 +32,7 @@ from pydantic import BaseModel
 
 from forkhorse.domain.limits import FORK_STORAGE, QUEUE, STOP, QueueLimits, StopLimits
 from forkhorse.domain.model import InvalidatedExecution
-from forkhorse.domain.receipts import (
-    INTERRUPTED_CHECK_NAME,
-    ReceiptSummary,
-    format_timestamp,
-    infrastructure_row,
-    parse_timestamp,
-)
+from forkhorse.domain.receipts import interrupted_summary
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.containers import ContainerHandle
 from forkhorse.ports.git import PackCollector
@@ -246,7 +240,7 @@ class LocalSupervisor:
             execution = None if review is None else review.execution
             if execution is None or execution.generation != generation:
                 return
-            stopped = stopped_summary(execution.summary, self._deps.clock.now(), message)
+            stopped = interrupted_summary(execution.summary, self._deps.clock.now(), message)
             self._deps.store.update_summary(run.review_id, generation, stopped)
             self._history(generation).add("ExecutionAborted", **_stopped(message))
         except Exception:
@@ -377,29 +371,6 @@ def _aborted() -> dict[str, Any]:
 
 def _stopped(message: str) -> dict[str, Any]:
     return {"executionAbortedEventDetails": {"error": "ServiceStopped", "cause": message}}
-
-
-def stopped_summary(summary: ReceiptSummary, now: datetime, message: str) -> ReceiptSummary:
-    """A running summary the stop ended: an infrastructure error, no digest, each unfinished
-    check saying the service stopped (a row says so if none was running)."""
-    started = parse_timestamp(summary.started_at)
-    checks = [
-        check.model_copy(update={"outcome": "infrastructure-error", "message": message})
-        if check.outcome == "running"
-        else check
-        for check in summary.checks
-    ]
-    if not any(check.outcome == "running" for check in summary.checks):
-        checks.append(infrastructure_row(INTERRUPTED_CHECK_NAME, message))
-    return summary.model_copy(
-        update={
-            "status": "infrastructure-error",
-            "digest": None,
-            "finished_at": format_timestamp(now),
-            "duration_ms": max(0, int((now - started).total_seconds() * 1000)),
-            "checks": checks,
-        }
-    )
 
 
 def _task[I: BaseModel, O: BaseModel](
