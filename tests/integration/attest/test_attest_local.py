@@ -122,7 +122,7 @@ def test_an_advisory_promotion_vsa_says_so_and_never_passes(
     promotion_id = _ledger_promotion(server, advisory)
     vsa = server.owner.ok("GET", f"/projects/{advisory.id}/promotions/{promotion_id}/attestation")
     predicate = payload_of(vsa)["predicate"]
-    assert predicate["verificationResult"] == "FAILED"
+    assert (predicate["verificationResult"], predicate["verifiedLevels"]) == ("FAILED", ["FAILED"])
     assert predicate["policy"]["annotations"]["mode"] == "advisory"
     keys = _save(tmp_path / "k.json", server.client(None).ok("GET", "/keys"))
     saved = _save(tmp_path / "vsa.json", vsa)

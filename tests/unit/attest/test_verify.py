@@ -196,7 +196,7 @@ def test_an_advisory_promotion_never_passes(signer: CryptoSigner) -> None:
     receipt = signed_receipt(signer)
     vsa = sign_statement(promotion_statement(_facts(receipt, mode="advisory")), signer)
     predicate = payload_of(vsa)["predicate"]
-    assert (predicate["verificationResult"], predicate["verifiedLevels"]) == ("FAILED", [])
+    assert (predicate["verificationResult"], predicate["verifiedLevels"]) == ("FAILED", ["FAILED"])
     assert predicate["policy"]["uri"].endswith("/advisory-receipts/v1")
     assert _refused(vsa, signer, require_passed=True).check == "outcome"
 

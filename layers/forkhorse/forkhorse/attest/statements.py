@@ -249,7 +249,8 @@ def promotion_statement(facts: PromotionFacts) -> dict[str, object]:
         },
         "inputAttestations": inputs,
         "verificationResult": result,
-        "verifiedLevels": [REQUIRED_LEVEL] if result == "PASSED" else [],
+        # The SLSA VSA spec: the levels verified, or "FAILED" when policy verification failed.
+        "verifiedLevels": [REQUIRED_LEVEL] if result == "PASSED" else ["FAILED"],
         "slsaVersion": "1.0",
     }
     return {
