@@ -34,7 +34,7 @@ from urllib.parse import parse_qs
 from dulwich.errors import GitProtocolError, HookError
 from dulwich.file import FileLocked
 from dulwich.hooks import Hook
-from dulwich.objects import ObjectID
+from dulwich.objects import ObjectID, valid_hexsha
 from dulwich.protocol import ReceivableProtocol
 from dulwich.refs import Ref, RefsContainer
 from dulwich.server import Backend, Handler, ReceivePackHandler
@@ -52,7 +52,7 @@ from forkhorse.domain.git_access import (
     decide_git_access,
     is_valid_repo_name,
 )
-from forkhorse.domain.limits import GIT
+from forkhorse.domain.limits import GIT, GIT_WALKS
 from forkhorse.ports.events import PUSH_EVENT, EventBus
 
 log = logging.getLogger(__name__)
@@ -451,7 +451,32 @@ def _sha_or_none(value: bytes) -> str | None:
 class _ReceivePack(ReceivePackHandler):
     """dulwich's receive-pack, reporting every ref as git does when the pack is refused
     (`ng <ref> unpacker error` after `unpack <reason>`), so the client prints the reason and
-    each ref as rejected rather than unreported."""
+    each ref as rejected rather than unreported.
+
+    A push from a shallow clone starts with one `shallow <sha>` line per commit at its
+    boundary (git sends them before its commands). They are read and set aside: the server
+    holds the whole history, and the connectivity check (`ingest.py`) accepts a pushed
+    commit whose parents the pusher may read, so no ref can end up shallow here."""
+
+    def handle(self) -> None:
+        if not self.advertise_refs:
+            self._skip_shallow_lines()
+        super().handle()
+
+    def _skip_shallow_lines(self) -> None:
+        for _ in range(GIT_WALKS.negotiation_commits + 1):
+            line = self.proto.read_pkt_line()
+            if line is None or not line.startswith(b"shallow "):
+                self.proto.unread_pkt_line(line)
+                return
+            sha = line[len(b"shallow ") :].rstrip(b"\n")
+            if len(sha) != 40 or not valid_hexsha(sha):
+                raise GitProtocolError(f"Invalid shallow line from client: {line[:80]!r}")
+        raise Refused(
+            400,
+            f"receive-pack: more than {GIT_WALKS.negotiation_commits} shallow lines; "
+            "push from a deeper clone.",
+        )
 
     def _apply_pack(
         self, refs: list[tuple[ObjectID, ObjectID, Ref]]
