@@ -22,6 +22,9 @@ TARGETS = {
     "image-warm": Target("Default image, built with a warm package cache", 60.0, "s"),
     "image-reuse": Target("Default image again, an identical one already in podman", 5.0, "s"),
     "pytest-startup": Target("A pytest session of tests/unit/gate, CPU", 2.0, "s"),
+    "cli-startup": Target(
+        "forkhorse status --help, git-credential get / bare python, CPU", 6.0, "x"
+    ),
 }
 
 

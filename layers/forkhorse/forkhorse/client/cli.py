@@ -8,27 +8,49 @@ Exit codes: 0 passed (or done), 1 failed (a failing receipt, or promote's exact 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from forkhorse.client import config, gitpush, workflow
-from forkhorse.client.api import ForkhorseClient
+from forkhorse.client import config, gitpush
 from forkhorse.client.errors import ApiError, ClientError, ServiceUnavailable, UsageError
-from forkhorse.client.follow import (
+from forkhorse.client.exits import (
     DEFAULT_WAIT_SECONDS,
     EXIT_FAILED,
     EXIT_INFRASTRUCTURE,
     EXIT_OF_OUTCOME,
     EXIT_PASSED,
     EXIT_USAGE,
-    Progress,
-    WaitTimedOut,
 )
-from forkhorse.domain.limits import API_INPUT
-from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
+
+if TYPE_CHECKING:
+    from forkhorse.client import workflow
+    from forkhorse.client.api import ForkhorseClient
+    from forkhorse.client.follow import Progress
+
+
+def _lazy(name: str) -> ModuleType:
+    """`name`, executed on its first attribute access: parsing a command (and git's
+    credential helper) never loads httpx, pydantic or the service's models."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    assert spec is not None
+    assert spec.loader is not None
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
+if not TYPE_CHECKING:
+    workflow = _lazy("forkhorse.client.workflow")
 
 type Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 REVIEW_GATE = "review-gate"
@@ -64,7 +86,9 @@ def register(subparsers: Subparsers) -> None:
     login.add_argument("--project", help="the project the commands use when none is named")
     login.set_defaults(func=_login)
 
-    credential = subparsers.add_parser("git-credential", help=argparse.SUPPRESS)
+    credential = subparsers.add_parser(
+        "git-credential", help="git's credential helper (git runs it; answers the service's host)"
+    )
     credential.add_argument("operation")
     credential.set_defaults(func=_git_credential)
 
@@ -174,6 +198,8 @@ def _wait_options(parser: argparse.ArgumentParser) -> None:
 
 
 def connect(args: argparse.Namespace) -> ForkhorseClient:
+    from forkhorse.client.api import ForkhorseClient
+
     found = config.resolve(args.url, args.token_file, args.profile, args.project)
     return ForkhorseClient(found)
 
@@ -182,6 +208,9 @@ def connect(args: argparse.Namespace) -> ForkhorseClient:
 def _run(args: argparse.Namespace) -> int:
     """Every client command: configuration, the handler, and refusals mapped to exit codes
     with the service's own sentence (never the token)."""
+    from forkhorse.client.follow import WaitTimedOut
+    from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
+
     try:
         with connect(args) as client:
             code: int = args.handler(args, client)
@@ -212,6 +241,8 @@ def _print_json(payload: Any) -> None:
 
 
 def _progress(args: argparse.Namespace) -> Progress | None:
+    from forkhorse.client.follow import Progress
+
     return None if args.json else Progress()
 
 
@@ -310,6 +341,8 @@ def _projects(args: argparse.Namespace, client: ForkhorseClient) -> int:
 
 
 def _attach(args: argparse.Namespace, client: ForkhorseClient) -> int:
+    from forkhorse.domain.limits import API_INPUT
+
     project = workflow.find_project(client, args.review, client.config.project)
     try:
         with args.file.open("rb") as handle:

@@ -15,24 +15,13 @@ from typing import TextIO
 
 from forkhorse.client.api import ForkhorseClient
 from forkhorse.client.errors import ClientError
+from forkhorse.client.exits import DEFAULT_WAIT_SECONDS as DEFAULT_WAIT_SECONDS
+from forkhorse.client.exits import EXIT_OF_OUTCOME as EXIT_OF_OUTCOME
 from forkhorse.domain.receipts import ReceiptSummary, SummaryCheck
 
 POLL_SECONDS = 0.5
-DEFAULT_WAIT_SECONDS = 1800.0
 # The receipt run's own ceiling (the spec's 7,200 s); a longer wait cannot help.
 MAX_WAIT_SECONDS = 7200.0
-
-# Exit codes of the client commands (and the outcome each stands for).
-EXIT_PASSED = 0
-EXIT_FAILED = 1
-EXIT_INFRASTRUCTURE = 2
-EXIT_USAGE = 3
-EXIT_OF_OUTCOME = {
-    "passed": EXIT_PASSED,
-    "failed": EXIT_FAILED,
-    "infrastructure-error": EXIT_INFRASTRUCTURE,
-    "timed-out": EXIT_INFRASTRUCTURE,
-}
 
 
 @dataclass(frozen=True)
