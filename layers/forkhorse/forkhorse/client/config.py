@@ -9,7 +9,6 @@ token goes only to the configured service's origin (`forkhorse.client.origin`).
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +58,8 @@ def read_token_file(path: Path) -> str:
 def _profiles(path: Path) -> dict[str, dict[str, str]]:
     if not path.exists():
         return {}
+    import tomllib  # only with a profile: `--help` and a configured environment skip it
+
     try:
         loaded = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
