@@ -302,14 +302,34 @@ def _submit(args: argparse.Namespace, client: ForkhorseClient) -> int:
     progress = _progress(args)
     if progress is not None:
         progress.line(f"review {done.review.id}: {done.commit[:12]} on fork {done.fork.name}")
-    summary = workflow.wait_receipt(client, project, done.review.id, progress, args.timeout)
-    return _report_receipt(args, client, project, done.review.id, summary)
+    return _follow_receipt(args, client, project, done.review.id, progress)
 
 
 def _wait(args: argparse.Namespace, client: ForkhorseClient) -> int:
     project = workflow.find_project(client, args.review, client.config.project)
-    summary = workflow.wait_receipt(client, project, args.review, _progress(args), args.timeout)
-    return _report_receipt(args, client, project, args.review, summary)
+    return _follow_receipt(args, client, project, args.review, _progress(args))
+
+
+def _follow_receipt(
+    args: argparse.Namespace,
+    client: ForkhorseClient,
+    project: str,
+    review: str,
+    progress: Progress | None,
+) -> int:
+    """The receipt once it settles; a wait that runs out still names the review (exit 2)."""
+    from forkhorse.client.follow import WaitTimedOut
+
+    try:
+        summary = workflow.wait_receipt(client, project, review, progress, args.timeout)
+    except WaitTimedOut as late:
+        console = client.console_link(project, review)
+        body = {"project": project, "review": review, "status": "wait-timed-out"}
+        _fail(args, body | {"error": str(late), "console": console}, EXIT_INFRASTRUCTURE)
+        if not args.json:
+            print(f"  follow it: forkhorse wait {review}  ({console})", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
+    return _report_receipt(args, client, project, review, summary)
 
 
 def _status(args: argparse.Namespace, client: ForkhorseClient) -> int:
