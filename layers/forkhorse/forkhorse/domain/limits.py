@@ -366,3 +366,16 @@ class GitConcurrencyLimits:
 
 GIT_WALKS = GitWalkLimits()
 GIT_CONCURRENCY = GitConcurrencyLimits()
+
+
+@dataclass(frozen=True)
+class GitShallowLimits:
+    """Shallow fetches (`adapters/git/shallow.py`): the walk that finds a `deepen`,
+    `deepen-since` or `--unshallow` boundary reads at most `deepen_commits` commits; the
+    commits it has reached but not read by then become the boundary, so a deep request is
+    answered with a shallower history (fetching again deepens it further), never refused."""
+
+    deepen_commits: int = 100_000
+
+
+GIT_SHALLOW = GitShallowLimits()

@@ -36,6 +36,12 @@ from dulwich.protocol import CAPABILITY_FILTER, CAPABILITY_NO_DONE, pkt_line
 from dulwich.server import Backend, UploadPackHandler
 
 from forkhorse.adapters.git.probe import probe_object
+from forkhorse.adapters.git.shallow import (
+    CAPABILITY_DEEPEN_RELATIVE,
+    CAPABILITY_DEEPEN_SINCE,
+    INFINITE_DEPTH,
+    ShallowSection,
+)
 from forkhorse.adapters.git.wire import Refused, RequestBody, read_pkt_lines
 from forkhorse.domain.limits import GIT_WALKS
 from forkhorse.domain.snapshot import SnapshotUnavailable
@@ -44,8 +50,8 @@ _COMMIT = 1
 _TAG = 4
 _SPOOL_BYTES = 1024 * 1024
 _REUSE_SHARE = 4  # stored deltas are reused when at least a quarter of the store is sent
-_FIRST_SECTION = (b"want", b"shallow", b"deepen")
-_UNSUPPORTED = (b"deepen-since", b"deepen-not", b"deepen-relative", b"filter")
+_FIRST_SECTION = (b"want", b"shallow", b"deepen", b"deepen-since")
+_UNSUPPORTED = (b"deepen-not", b"deepen-relative", b"filter")
 
 
 def not_our_ref(sha: bytes) -> Refused:
@@ -170,8 +176,12 @@ def _kept(
     if command == b"done":
         return True
     if command == b"deepen":
-        if not argument.isdigit() or len(argument) > 9:
+        if not argument.isdigit() or len(argument) > 10 or not 0 < int(argument) <= INFINITE_DEPTH:
             raise Refused(400, "upload-pack: deepen needs a whole number of commits.")
+        return True
+    if command == b"deepen-since":
+        if not argument.isdigit() or len(argument) > 12:
+            raise Refused(400, "upload-pack: deepen-since needs a time in seconds.")
         return True
     sha = argument.split(b" ", 1)[0] if command == b"want" else argument  # capabilities
     if len(sha) != 40 or not valid_hexsha(sha) or sha != sha.lower():
@@ -260,7 +270,11 @@ class BoundedUploadPack(UploadPackHandler):
         self._walk_limit = walk_limit
 
     def capabilities(self) -> list[bytes]:
-        return [cap for cap in super().capabilities() if cap != CAPABILITY_FILTER]
+        return [
+            *(cap for cap in super().capabilities() if cap != CAPABILITY_FILTER),
+            CAPABILITY_DEEPEN_SINCE,
+            CAPABILITY_DEEPEN_RELATIVE,
+        ]
 
     def handle(self) -> None:
         """dulwich's upload-pack over `NegotiationObjects` until the pack is sent."""
@@ -271,6 +285,8 @@ class BoundedUploadPack(UploadPackHandler):
         find = self.repo.find_missing_objects
 
         def find_missing(determine_wants: Any, graph_walker: Any, *args: Any, **kw: Any) -> Any:
+            relative = lambda: self.has_capability(CAPABILITY_DEEPEN_RELATIVE)  # noqa: E731
+            ShallowSection(graph_walker, relative=relative).install()
             satisfied = graph_walker.all_wants_satisfied
             graph_walker.all_wants_satisfied = _bounded(graph_walker, satisfied, self._walk_limit)
             try:

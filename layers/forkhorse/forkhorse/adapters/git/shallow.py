@@ -1,0 +1,164 @@
+"""Shallow fetches: `deepen`, `deepen-relative`, `deepen-since` and `--unshallow` (issue 29).
+
+dulwich's upload-pack understands `shallow` lines and `deepen <n>` only, and walks the
+whole history for a deep request. Here the request's shallow section (after its wants) is
+read by `ShallowSection`, which replaces the graph walker's `_handle_shallow_request`:
+
+- `shallow <sha>`: a commit at the client's boundary (already checked visible by
+  `upload.checked_request`, which drops the others).
+- `deepen <n>`: at most `n` commits from each want (git's `--depth`; `--unshallow` sends
+  2147483647). With the client's `deepen-relative` capability (`--deepen=<n>`), `n` more
+  commits below each of the client's shallow commits.
+- `deepen-since <time>`: the commits reachable from the wants that are not older than
+  `<time>` (`--shallow-since`); a commit with an older parent becomes a boundary.
+- No deepen line (a plain fetch from a shallow clone): the boundary is left as it is and
+  no shallow information is sent, as git's own server does.
+
+The boundary walk reads at most `GIT_SHALLOW.deepen_commits` commits, breadth first; the
+commits it reached but did not read become the boundary, so a very deep request gets a
+shallower history (fetching again goes deeper), never an unbounded walk.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from dulwich.objects import Commit, ObjectID, Tag
+from dulwich.protocol import COMMAND_DEEPEN
+from dulwich.server import _split_proto_line
+
+from forkhorse.domain.limits import GIT_SHALLOW
+
+CAPABILITY_DEEPEN_SINCE = b"deepen-since"
+CAPABILITY_DEEPEN_RELATIVE = b"deepen-relative"
+INFINITE_DEPTH = 0x7FFFFFFF  # what `git fetch --unshallow` asks for
+_MARKER = b"deepen 0"  # never sent by git (depths start at 1): a deepen-since was set aside
+
+
+class ShallowSection:
+    """Installed on one request's graph walker: reads the shallow section and answers it.
+    `relative` tells, once the client's capabilities are read, whether it asked for
+    `deepen-relative`."""
+
+    def __init__(
+        self,
+        walker: Any,
+        *,
+        relative: Callable[[], bool],
+        limit: int = GIT_SHALLOW.deepen_commits,
+    ) -> None:
+        self._walker = walker
+        self._relative = relative
+        self._limit = limit
+        self._set_aside: list[bytes] = []
+        self.read_commits = 0
+
+    def install(self) -> None:
+        self._walker.read_proto_line = self._read_proto_line
+        self._walker._handle_shallow_request = self._handle
+
+    def _read_proto_line(self, allowed: Iterable[bytes | None] | None) -> Any:
+        """dulwich's line reader, except that a `deepen-since` line right after the wants
+        starts the shallow section (dulwich's `determine_wants` knows only `deepen`)."""
+        line = self._walker.proto.read_pkt_line()
+        if line is not None and line.startswith(b"deepen-since "):
+            self._set_aside.append(line)
+            return COMMAND_DEEPEN, 0  # dulwich puts back `deepen 0`, read by `_handle`
+        return _split_proto_line(line, allowed)
+
+    def _handle(self, wants: Sequence[ObjectID]) -> None:
+        walker = self._walker
+        client_shallow: set[ObjectID] = set()
+        depth: int | None = None
+        since: int | None = None
+        while (line := walker.proto.read_pkt_line()) is not None:
+            if line.rstrip(b"\n") == _MARKER and self._set_aside:
+                line = self._set_aside.pop()
+            command, _, argument = line.rstrip(b"\n").partition(b" ")
+            if command == b"shallow":
+                client_shallow.add(ObjectID(argument))
+            elif command == b"deepen":
+                depth = int(argument)
+            elif command == b"deepen-since":
+                since = int(argument)
+        walker.client_shallow.update(client_shallow)
+        if depth is None and since is None:
+            return  # a plain fetch from a shallow clone: nothing to deepen, nothing sent
+        if depth is not None and self._relative():
+            starts: Sequence[ObjectID] = sorted(client_shallow)
+            depth = min(depth, INFINITE_DEPTH - 1) + 1
+        else:
+            starts = wants
+        shallow, deep = self.boundary(walker.store, starts, depth=depth, since=since)
+        walker.shallow.update(shallow - deep)
+        new_shallow = walker.shallow - walker.client_shallow
+        unshallow = walker.unshallow = deep & walker.client_shallow
+        walker.update_shallow(new_shallow, unshallow)
+
+    def boundary(
+        self,
+        objects: Any,
+        starts: Iterable[ObjectID],
+        *,
+        depth: int | None,
+        since: int | None,
+    ) -> tuple[set[ObjectID], set[ObjectID]]:
+        """(boundary, kept): `kept` commits keep their parents; `boundary` ones are sent
+        without them. Breadth first from `starts` (each at depth 1)."""
+        level: dict[ObjectID, int] = {}
+        queue: deque[ObjectID] = deque()
+        for start in starts:
+            sha = self._peeled(objects, start)
+            if sha is not None and sha not in level:
+                level[sha] = 1
+                queue.append(sha)
+        shallow: set[ObjectID] = set()
+        deep: set[ObjectID] = set()
+        read: dict[ObjectID, Commit | None] = {}  # parents read for their dates, not yet walked
+        while queue:
+            sha = queue.popleft()
+            if depth is not None and level[sha] >= depth:
+                shallow.add(sha)
+                continue
+            commit = read.pop(sha) if sha in read else self._commit(objects, sha)
+            if commit is None:  # the walk's budget is spent (or the commit is missing)
+                shallow.add(sha)
+                continue
+            parents = list(commit.parents)
+            if since is not None:
+                dated = {
+                    parent: read.get(parent) or self._commit(objects, parent) for parent in parents
+                }
+                if any(parent is None or parent.commit_time < since for parent in dated.values()):
+                    shallow.add(sha)
+                    continue
+                read.update(dated)
+            deep.add(sha)
+            for parent in parents:
+                if parent not in level:
+                    level[parent] = level[sha] + 1
+                    queue.append(parent)
+        return shallow, deep
+
+    def _commit(self, objects: Any, sha: ObjectID) -> Commit | None:
+        if self.read_commits >= self._limit:
+            return None
+        self.read_commits += 1
+        try:
+            parsed = objects[sha]
+        except KeyError:
+            return None
+        return parsed if isinstance(parsed, Commit) else None
+
+    def _peeled(self, objects: Any, sha: ObjectID) -> ObjectID | None:
+        for _ in range(16):
+            try:
+                parsed = objects[sha]
+            except KeyError:
+                return None
+            if not isinstance(parsed, Tag):
+                return sha if isinstance(parsed, Commit) else None
+            sha = parsed.object[1]
+        return None
