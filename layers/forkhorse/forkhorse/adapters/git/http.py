@@ -26,9 +26,10 @@ import binascii
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 from urllib.parse import parse_qs
 
 from dulwich.errors import GitProtocolError, HookError
@@ -39,10 +40,17 @@ from dulwich.protocol import ReceivableProtocol
 from dulwich.refs import Ref, RefsContainer
 from dulwich.server import Backend, Handler, ReceivePackHandler
 
+from forkhorse.adapters.git import protocol_v2
 from forkhorse.adapters.git.admission import GitAdmission
+from forkhorse.adapters.git.filters import all_reachable, parse_filter
 from forkhorse.adapters.git.ingest import ref_name_problem
 from forkhorse.adapters.git.store import ZERO_SHA, DulwichGitStore, RepoNotFound, ServedRepo
-from forkhorse.adapters.git.upload import BoundedUploadPack, VisibleHistory, checked_request
+from forkhorse.adapters.git.upload import (
+    BoundedUploadPack,
+    RequestFacts,
+    VisibleHistory,
+    checked_request,
+)
 from forkhorse.adapters.git.wire import DeferredResponse, Refused, RequestBody, git_error, plain
 from forkhorse.domain.git_access import (
     AccessDecision,
@@ -95,6 +103,7 @@ class _Request:
     repo: ServedRepo
     principal: GitPrincipal
     start_response: Callable[..., Any]
+    version: int = 0  # git's wire protocol: 2 for a fetch that asks for it (protocol_v2.py)
 
 
 class GitHttpApp:
@@ -148,7 +157,8 @@ class GitHttpApp:
             repo = store.served_repo(route.fork)
         except RepoNotFound:
             return plain(start_response, 404, "Repository not found.")
-        request = _Request(route, store, repo, principal, start_response)
+        version = 2 if route.operation == "read" and protocol_v2.requested(environ) else 0
+        request = _Request(route, store, repo, principal, start_response, version)
         try:
             if route.advertise:
                 return self._advertise(request)
@@ -187,6 +197,9 @@ class GitHttpApp:
         response = DeferredResponse(
             request.start_response, f"application/x-{service}-advertisement"
         )
+        if request.version == 2:
+            protocol_v2.advertise(response.write)
+            return []
         proto = ReceivableProtocol(_no_input, response.write)
         proto.write_pkt_line(f"# service={service}\n".encode("ascii"))
         proto.write_pkt_line(None)
@@ -217,11 +230,56 @@ class GitHttpApp:
     def _upload_pack(
         self, request: _Request, body: RequestBody, response: DeferredResponse
     ) -> Iterable[bytes]:
+        if request.version == 2:
+            return self._upload_pack_v2(request, body, response)
+        return self._fetch(request, body, response, response.write)
+
+    def _upload_pack_v2(
+        self, request: _Request, body: RequestBody, response: DeferredResponse
+    ) -> Iterable[bytes]:
+        """A version 2 command: `ls-refs` answered here, `fetch` as version 0's fetch."""
+        command, arguments = protocol_v2.read_command(body.read)
+        if command == b"ls-refs":
+            protocol_v2.ls_refs(request.repo, arguments, response.write)
+            return []
+        fetch = protocol_v2.FetchRequest(arguments)
+        with fetch.body:
+            source = cast(BinaryIO, fetch.body)
+            rewritten = RequestBody(source, None, False, self._max_request_bytes)
+            output = protocol_v2.FetchResponse(response.write, done=fetch.done)
+            return self._fetch(request, rewritten, response, output.write, output)
+
+    def _fetch(
+        self,
+        request: _Request,
+        body: RequestBody,
+        response: DeferredResponse,
+        write: Callable[[bytes], Any],
+        v2: protocol_v2.FetchResponse | None = None,
+    ) -> Iterable[bytes]:
         advertised = set(request.repo.get_refs().values())
-        with checked_request(body, advertised, self._visible(request)) as checked:
-            proto = ReceivableProtocol(checked.read, response.write)
-            handler = self._upload_handler(request.repo, proto, advertise=False)
+        facts = RequestFacts(reachable=lambda wants: self._reachable(request, wants))
+        with checked_request(body, advertised, self._visible(request), facts) as checked:
+            proto = ReceivableProtocol(checked.read, write)
+            handler: Handler = BoundedUploadPack(
+                _OneRepoBackend(request.repo),
+                ["/"],
+                proto,
+                send_limit=self._clone_inflated_bytes,
+                stateless_rpc=True,
+                object_filter=parse_filter(facts.filter),
+                unadvertised=facts.unadvertised,
+            )
+            if v2 is not None:
+                handler = protocol_v2.V2Fetch(handler, v2)
             return self._run(handler, request, response)
+
+    def _reachable(self, request: _Request, wants: AbstractSet[bytes]) -> bool:
+        """Whether wants that are no ref tip are reachable from what the caller may read:
+        canonical's refs and the requested repository's (`filters.all_reachable`)."""
+        canonical = [sha.encode("ascii") for sha in request.store.refs(None).values()]
+        own = request.repo.get_refs().values()
+        return all_reachable(request.repo.object_store, [*own, *canonical], wants)
 
     def _visible(self, request: _Request) -> VisibleHistory | None:
         """What an agent may read: canonical and the repository it asked for. The owner

@@ -3,8 +3,11 @@
 Canonical and every fork of a project share one object store, so what a fetch may reach is
 a rule here, not a property of the store:
 
-- Every `want` must name a ref tip the requested repository advertises (git's "not our
-  ref" otherwise), and the request is checked whole before anything is answered.
+- Every `want` must name a ref tip the requested repository advertises, or an object the
+  refs the caller may read reach within a bounded walk (a partial clone's lazy fetch,
+  `filters.py`); git's "not our ref" otherwise. The request is checked whole before
+  anything is answered. A `filter` line is taken out of the request and applied here
+  (`filters.py`), never by dulwich.
 - A `have` or `shallow` line counts only when it names a commit reachable from the refs the
   caller may read (canonical and the requested repository; the owner reads everything).
   Others are dropped before negotiation, so neither an ACK nor what the pack leaves out
@@ -25,16 +28,19 @@ from __future__ import annotations
 
 import tempfile
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from dulwich.object_store import BaseObjectStore, MissingObjectFinder, PackBasedObjectStore
 from dulwich.objects import Commit, ObjectID, Tag, valid_hexsha
 from dulwich.pack import REF_DELTA, UnpackedObject
-from dulwich.protocol import CAPABILITY_FILTER, CAPABILITY_NO_DONE, pkt_line
+from dulwich.protocol import CAPABILITY_NO_DONE, pkt_line
+from dulwich.refs import Ref
 from dulwich.server import Backend, UploadPackHandler
 
+from forkhorse.adapters.git.filters import ObjectFilter, PackEntry, filtered
 from forkhorse.adapters.git.probe import probe_object
 from forkhorse.adapters.git.shallow import (
     CAPABILITY_DEEPEN_RELATIVE,
@@ -50,8 +56,9 @@ _COMMIT = 1
 _TAG = 4
 _SPOOL_BYTES = 1024 * 1024
 _REUSE_SHARE = 4  # stored deltas are reused when at least a quarter of the store is sent
-_FIRST_SECTION = (b"want", b"shallow", b"deepen", b"deepen-since")
-_UNSUPPORTED = (b"deepen-not", b"deepen-relative", b"filter")
+ALLOW_REACHABLE_SHA1_IN_WANT = b"allow-reachable-sha1-in-want"
+_FIRST_SECTION = (b"want", b"shallow", b"deepen", b"filter", b"deepen-since")
+_UNSUPPORTED = (b"deepen-not", b"deepen-relative")
 
 
 def not_our_ref(sha: bytes) -> Refused:
@@ -115,17 +122,36 @@ def _type_of(objects: BaseObjectStore, sha: bytes) -> int | None:
         return None
 
 
+@dataclass
+class RequestFacts:
+    """What `checked_request` took out of a request besides the lines it kept: the `filter`
+    spec, and the wants that are no advertised ref tip (allowed only when `reachable`
+    says every one of them is reachable from what the caller may read)."""
+
+    reachable: Callable[[AbstractSet[bytes]], bool] | None = None
+    filter: bytes | None = None
+    unadvertised: set[bytes] = field(default_factory=set)
+
+
 def checked_request(
-    body: RequestBody, advertised: AbstractSet[bytes], visible: VisibleHistory | None
+    body: RequestBody,
+    advertised: AbstractSet[bytes],
+    visible: VisibleHistory | None,
+    facts: RequestFacts | None = None,
 ) -> IO[bytes]:
     """The upload-pack request, validated whole and rewritten without invisible haves.
 
     Spooled to disk past 1 MiB, so a large negotiation never sits in memory.
     """
+    facts = facts if facts is not None else RequestFacts()
     spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - returned
     try:
-        for line in _kept_lines(read_pkt_lines(body.read), advertised, visible):
+        for line in _kept_lines(read_pkt_lines(body.read), advertised, visible, facts):
             spool.write(pkt_line(line))
+        if facts.unadvertised:
+            assert facts.reachable is not None
+            if not facts.reachable(facts.unadvertised):
+                raise not_our_ref(min(facts.unadvertised))
     except BaseException:
         spool.close()
         raise
@@ -134,9 +160,13 @@ def checked_request(
 
 
 def _kept_lines(
-    lines: Iterator[bytes | None], advertised: AbstractSet[bytes], visible: VisibleHistory | None
+    lines: Iterator[bytes | None],
+    advertised: AbstractSet[bytes],
+    visible: VisibleHistory | None,
+    facts: RequestFacts | None = None,
 ) -> Iterator[bytes | None]:
     in_wants, done, seen = True, False, _Seen()
+    seen.facts = facts if facts is not None else RequestFacts()
     for line in lines:
         if done:
             raise Refused(400, "upload-pack: nothing may follow 'done' or the haves' flush.")
@@ -164,6 +194,7 @@ class _Seen(set[bytes]):
     """The have and shallow lines kept so far, and how many haves were considered."""
 
     haves = 0
+    facts = RequestFacts()
 
 
 def _kept(
@@ -175,6 +206,9 @@ def _kept(
 ) -> bool:
     if command == b"done":
         return True
+    if command == b"filter":
+        seen.facts.filter = argument  # applied by BoundedUploadPack, not sent to dulwich
+        return False
     if command == b"deepen":
         if not argument.isdigit() or len(argument) > 10 or not 0 < int(argument) <= INFINITE_DEPTH:
             raise Refused(400, "upload-pack: deepen needs a whole number of commits.")
@@ -188,7 +222,9 @@ def _kept(
         raise Refused(400, f"upload-pack: {command.decode()} needs an object id.")
     if command == b"want":
         if sha not in advertised:
-            raise not_our_ref(sha)
+            if seen.facts.reachable is None:
+                raise not_our_ref(sha)
+            seen.facts.unadvertised.add(sha)  # checked once the whole request is read
         return True
     key = command + b" " + sha
     if key in seen:
@@ -252,8 +288,9 @@ class MeteredObjects:
 
 
 class BoundedUploadPack(UploadPackHandler):
-    """dulwich's upload-pack without partial-clone filters (a `sparse:oid` filter reads any
-    blob by id) and with the pack metered as it is written."""
+    """dulwich's upload-pack with the pack metered as it is written, and partial clones
+    served by `filters.py` (dulwich's own filters never run: a `sparse:oid` filter reads
+    any blob by id). `object_filter` and `unadvertised` wants come from `checked_request`."""
 
     def __init__(
         self,
@@ -263,18 +300,29 @@ class BoundedUploadPack(UploadPackHandler):
         *,
         send_limit: int,
         walk_limit: int = GIT_WALKS.negotiation_commits,
+        object_filter: ObjectFilter | None = None,
+        unadvertised: AbstractSet[bytes] = frozenset(),
         **kw: Any,
     ) -> None:
         super().__init__(backend, args, proto, **kw)
         self._send_limit = send_limit
         self._walk_limit = walk_limit
+        self._object_filter = object_filter
+        self._unadvertised: dict[Ref, ObjectID] = {
+            Ref(b"refs/forkhorse/want/" + sha): ObjectID(sha) for sha in unadvertised
+        }
 
     def capabilities(self) -> list[bytes]:
         return [
-            *(cap for cap in super().capabilities() if cap != CAPABILITY_FILTER),
+            *super().capabilities(),
             CAPABILITY_DEEPEN_SINCE,
             CAPABILITY_DEEPEN_RELATIVE,
+            ALLOW_REACHABLE_SHA1_IN_WANT,
         ]
+
+    def set_client_capabilities(self, caps: Iterable[bytes]) -> None:
+        super().set_client_capabilities(caps)
+        self.filter_spec = None  # a `filter=<spec>` capability is not git's; never dulwich's
 
     def handle(self) -> None:
         """dulwich's upload-pack over `NegotiationObjects` until the pack is sent."""
@@ -289,10 +337,19 @@ class BoundedUploadPack(UploadPackHandler):
             ShallowSection(graph_walker, relative=relative).install()
             satisfied = graph_walker.all_wants_satisfied
             graph_walker.all_wants_satisfied = _bounded(graph_walker, satisfied, self._walk_limit)
+
+            def determine(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> Any:
+                wanted: dict[Ref, ObjectID] = {**refs, **self._unadvertised}
+                return determine_wants(wanted, depth)
+
             try:
-                return find(determine_wants, graph_walker, *args, **kw)
+                found = find(determine, graph_walker, *args, **kw)
             except _NoPackThisRound:
                 return MissingObjectFinder(objects, haves=[], wants=[])
+            if found is None or self._object_filter is None:
+                return found
+            entries: list[PackEntry] = list(found)
+            return filtered(objects, entries, self._object_filter)
 
         self.repo.find_missing_objects = find_missing  # type: ignore[method-assign]
         super().handle()
