@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
+from forkhorse.api.guards import PUBLIC_PATHS
 
 from scripts.openapi.__main__ import COMMITTED, generated
 from scripts.openapi.diff import breaking_changes
@@ -98,3 +100,44 @@ def test_a_response_field_no_longer_promised_breaks(document: dict[str, Any]) ->
     new["components"]["schemas"]["ProjectBody"]["required"] = []
     changes = breaking_changes(document, new)
     assert "POST /projects 201: property project is no longer always present." in changes
+
+
+def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (path, method, operation)
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+    ]
+
+
+def test_the_bearer_scheme_is_declared(document: dict[str, Any]) -> None:
+    schemes = document["components"]["securitySchemes"]
+    assert {name: (s["type"], s["scheme"]) for name, s in schemes.items()} == {
+        "bearer": ("http", "bearer")
+    }
+    assert "security" not in document  # each operation says its own
+
+
+def test_every_operation_has_a_short_id_a_summary_a_tag_and_its_security(
+    document: dict[str, Any],
+) -> None:
+    """What generated clients name their calls after, how Swagger UI groups them, and the
+    token they send: on every operation but the public ones."""
+    tags = [tag["name"] for tag in document["tags"]]
+    ids = []
+    for path, method, operation in _operations(document):
+        where = f"{method.upper()} {path}"
+        ids.append(operation["operationId"])
+        assert re.fullmatch(r"[a-z][A-Za-z]{2,30}", operation["operationId"]), where
+        summary = operation["summary"]
+        assert "\n" not in summary, where
+        assert 0 < len(summary) <= 80, where
+        assert summary != where, where
+        assert len(operation["tags"]) == 1, where
+        assert operation["tags"][0] in tags, where
+        if path in PUBLIC_PATHS:
+            assert "security" not in operation, where
+        else:
+            assert operation["security"] == [{"bearer": []}], where
+    assert len(ids) == len(set(ids))
+    assert {"requestReview", "getState", "promoteReview", "claimPacket", "listKeys"} <= set(ids)

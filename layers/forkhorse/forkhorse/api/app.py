@@ -27,6 +27,7 @@ from forkhorse.api import guards
 from forkhorse.api.resolver import ThreadLocalResolver
 from forkhorse.api.routes.answers import JSON
 from forkhorse.api.routes.attestations import AttestationRoutes
+from forkhorse.api.routes.operations import SECURITY_SCHEMES, TAGS
 from forkhorse.api.routes.projects import ProjectRoutes
 from forkhorse.api.routes.reviews import ReviewRoutes
 from forkhorse.domain.limits import API_INPUT
@@ -38,6 +39,14 @@ from forkhorse.service.responses import ErrorBody
 log = logging.getLogger(__name__)
 
 TITLE = "Forkhorse"
+# What `/openapi.json` and Swagger UI at `/docs` both describe: the bearer scheme (each
+# operation but the public ones requires it) and the areas' tags, in this order.
+DOCUMENT: dict[str, Any] = {
+    "title": TITLE,
+    "servers": [Server(url="/")],
+    "security_schemes": SECURITY_SCHEMES,
+    "tags": list(TAGS),
+}
 
 
 def error_response(status: int, body: ErrorBody) -> Response[str]:
@@ -115,7 +124,7 @@ class ForkhorseApi:
     # --- routes -------------------------------------------------------------------------
     def _register(self) -> None:
         app = self.resolver
-        app.enable_swagger(path="/docs", title=TITLE, servers=[Server(url="/")])
+        app.enable_swagger(path="/docs", persist_authorization=True, **DOCUMENT)
         app.use(
             [
                 *self._guards.middlewares(),
@@ -138,18 +147,27 @@ class ForkhorseApi:
         return error_response(400, ErrorBody(error=_validation_sentence(error)))
 
     def _not_found(self, error: NotFoundError) -> Response[str]:
-        """No route: refused by the guards as any request would be, else 404."""
+        """No route: refused by the guards as any request would be, else 405 with `Allow`
+        when the path has routes for other methods, else 404."""
         try:
             self._guards.check(self.resolver)
         except ServiceError as refused:
             return self._service_error(refused)
-        return error_response(404, ErrorBody(error="No such route."))
+        allowed = self._allowed_methods(self.resolver.current_event.path)
+        if not allowed:
+            return error_response(404, ErrorBody(error="No such route."))
+        answer = error_response(405, ErrorBody(error=f"Method not allowed: use {allowed}."))
+        answer.headers["Allow"] = allowed
+        return answer
+
+    def _allowed_methods(self, path: str) -> str:
+        """The methods the routes matching `path` take, as an `Allow` header lists them."""
+        routes = self.resolver._static_routes + self.resolver._dynamic_routes
+        return ", ".join(sorted({route.method for route in routes if route.rule.match(path)}))
 
     def openapi(self) -> Response[str]:
         """The OpenAPI document, as `/openapi.json` serves it and `openapi.json` commits it."""
-        schema = self.resolver.get_openapi_json_schema(
-            title=TITLE, servers=[Server(url="/")], openapi_version="3.1.0"
-        )
+        schema = self.resolver.get_openapi_json_schema(openapi_version="3.1.0", **DOCUMENT)
         return Response(200, JSON, schema)
 
 

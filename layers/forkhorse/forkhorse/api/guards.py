@@ -79,7 +79,10 @@ def check_origin(event: Mapping[str, Any], public_origin: str) -> None:
 
 
 def check_content_type(event: Mapping[str, Any]) -> None:
-    if method_of(event) not in MUTATING_METHODS:
+    """A mutating request with a body must label it JSON. One without a body (a claim, a
+    release, a revocation, as generated clients send them) needs no Content-Type: a
+    browser's cross-origin request is refused by its Origin all the same."""
+    if method_of(event) not in MUTATING_METHODS or not event.get("body"):
         return
     media_type = headers_of(event).get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
@@ -212,7 +215,8 @@ class RequestGuards:
         check_origin(_raw_event(app), self._public_origin)
 
     def json_media_type(self, app: ApiGatewayResolver) -> None:
-        """A JSON content type on mutating requests, and a body within the size limit."""
+        """A JSON content type on mutating requests with a body, and a body within the
+        size limit."""
         if _is_public(app):
             return
         event = _raw_event(app)

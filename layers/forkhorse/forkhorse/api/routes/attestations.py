@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from forkhorse.api.guards import caller_of
 from forkhorse.api.routes.answers import answers, ok
+from forkhorse.api.routes.operations import EVIDENCE, operation
 from forkhorse.service.attestations import Attestations
 from forkhorse.service.responses import DsseEnvelope, KeyList
 
@@ -21,16 +22,19 @@ class AttestationRoutes:
             "/projects/<project_id>/reviews/<review_id>/attestation",
             description="The signed in-toto statement of the attached receipt (owner, its agent).",
             responses=answers(200, ok("A DSSE envelope.")),
+            **operation("getReviewAttestation", "The review's signed statement.", EVIDENCE),
         )(self.review)
         get(
             "/projects/<project_id>/promotions/<promotion_id>/attestation",
             description="The signed SLSA verification summary of a done promotion.",
             responses=answers(200, ok("A DSSE envelope.")),
+            **operation("getPromotionAttestation", "The promotion's signed summary.", EVIDENCE),
         )(self.promotion)
         get(
             KEYS_PATH,
             description="The public keys that sign evidence, with their ids (public).",
             responses=answers(200, ok("The keys, oldest first; `current` marks the signing one.")),
+            **operation("listKeys", "The public keys that verify evidence.", EVIDENCE, public=True),
         )(self.keys)
 
     def review(self, project_id: str, review_id: str) -> DsseEnvelope:

@@ -16,6 +16,7 @@ from forkhorse.api.models import (
     Settings,
 )
 from forkhorse.api.routes.answers import answers, ok
+from forkhorse.api.routes.operations import AGENTS, FORKS, PACKETS, PROJECTS, operation
 from forkhorse.service.projects import Projects
 from forkhorse.service.responses import (
     ClaimBody,
@@ -40,43 +41,69 @@ class ProjectRoutes:
         self._projects = projects
         self.router = Router()  # type: ignore[no-untyped-call]
         post, get = self.router.post, self.router.get
-        post("/projects", responses=answers(201, ok("The project.", links.created_project())))(
-            self.create_project
-        )
+        post(
+            "/projects",
+            responses=answers(201, ok("The project.", links.created_project())),
+            **operation("createProject", "Create a project (owner).", PROJECTS),
+        )(self.create_project)
         listed = ok("The owner's projects.", links.listed_projects())
-        get("/projects", responses=answers(200, listed))(self.list_projects)
+        get(
+            "/projects",
+            responses=answers(200, listed),
+            **operation("listProjects", "List the caller's projects.", PROJECTS),
+        )(self.list_projects)
         self.router.patch(
             "/projects/<project_id>/settings",
+            **operation("setSettings", "Set whether a receipt is required (owner).", PROJECTS),
             responses=answers(200, ok("Settings.", links.in_project())),
         )(self.set_settings)
         self.router.put(
             "/projects/<project_id>/policy",
             description="The protected-checks policy, apart from the spec's settings (owner).",
+            **operation("setPolicy", "Set the protected-checks policy (owner).", PROJECTS),
             responses=answers(200, ok("Policy.")),
         )(self.set_policy)
         get(
             "/projects/<project_id>/state",
+            **operation("getState", "The project's forks, packets, reviews and ledger.", PROJECTS),
             responses=answers(200, ok("State.", links.project_state())),
         )(self.state)
         created_agent = ok("The agent and its token.", links.created_agent())
-        post("/agents", responses=answers(201, created_agent))(self.create_agent)
-        self.router.delete("/agents/<agent_id>", responses=answers(200, ok("Revoked.")))(
-            self.revoke_agent
-        )
+        post(
+            "/agents",
+            responses=answers(201, created_agent),
+            **operation("createAgent", "Create an agent and its token (owner).", AGENTS),
+        )(self.create_agent)
+        self.router.delete(
+            "/agents/<agent_id>",
+            responses=answers(200, ok("Revoked.")),
+            **operation("revokeAgent", "Revoke an agent and its token (owner).", AGENTS),
+        )(self.revoke_agent)
         post(
             "/projects/<project_id>/members",
+            **operation("addMember", "Make an agent a member of the project (owner).", AGENTS),
             responses=answers(201, ok("Member.", links.in_project())),
         )(self.add_member)
         post(
             "/projects/<project_id>/forks",
+            **operation("createFork", "Create a fork of canonical.", FORKS),
             responses=answers(201, ok("The fork.", links.in_project())),
         )(self.create_fork)
         post(
             "/projects/<project_id>/packets",
+            **operation("createPacket", "Create a work packet (owner).", PACKETS),
             responses=answers(201, ok("Packet.", links.created_packet())),
         )(self.create_packet)
-        post(CLAIM, responses=answers(201, ok("The claim.", links.in_project())))(self.claim)
-        self.router.delete(CLAIM, responses=answers(200, ok("Released.")))(self.release)
+        post(
+            CLAIM,
+            responses=answers(201, ok("The claim.", links.in_project())),
+            **operation("claimPacket", "Claim a packet (no body).", PACKETS),
+        )(self.claim)
+        self.router.delete(
+            CLAIM,
+            responses=answers(200, ok("Released.")),
+            **operation("releaseClaim", "Release a packet's claim (no body).", PACKETS),
+        )(self.release)
 
     def create_project(self, body: CreateProject) -> tuple[ProjectBody, int]:
         caller = caller_of(self.router)

@@ -12,6 +12,7 @@ from forkhorse.api import links
 from forkhorse.api.guards import caller_of
 from forkhorse.api.models import ApproveBody, CommitBody, RequestReview
 from forkhorse.api.routes.answers import ERRORS, answers, ok
+from forkhorse.api.routes.operations import PROJECTS, PROMOTIONS, REVIEWS, operation
 from forkhorse.domain.limits import PAGE
 from forkhorse.service.facade import Service
 from forkhorse.service.responses import (
@@ -45,6 +46,7 @@ class ReviewRoutes:
         post(
             "/projects/<project_id>/reviews",
             responses=answers(202, ok("Review.", links.requested_review())),
+            **operation("requestReview", "Request a review of a pushed commit (agent).", REVIEWS),
         )(self.request_review)
         get(
             "/projects/<project_id>/reviews",
@@ -53,6 +55,7 @@ class ReviewRoutes:
                 " only the active ones). Pass a page's `next` as `cursor` for the next page."
             ),
             responses=answers(200, ok("One page of reviews.", links.review_page())),
+            **operation("listReviews", "List the project's reviews, a page at a time.", REVIEWS),
         )(self.list_reviews)
         get(
             "/projects/<project_id>/ledger",
@@ -62,22 +65,58 @@ class ReviewRoutes:
                 " `cursor` for the next page."
             ),
             responses=answers(200, ok("One page of the ledger.", links.ledger_page())),
+            **operation("listLedger", "List the project's ledger, a page at a time.", PROJECTS),
         )(self.list_ledger)
         get(
             REVIEW,
             description="One review, as `/state` and the pages show it.",
             responses=answers(200, ok("The review.", links.requested_review())),
+            **operation("getReview", "One review.", REVIEWS),
         )(self.review)
-        get(f"{REVIEW}/receipt", responses=answers(200, ok("The record.")))(self.receipt)
-        post(f"{REVIEW}/approve", responses=answers(200, ok("Consent.", links.approved())))(
-            self.approve
-        )
-        post(f"{REVIEW}/promote", responses=PROMOTION_ANSWERS)(self.promote)
-        get(f"{REVIEW}/promotion", responses=PROMOTION_ANSWERS)(self.promotion)
-        get(f"{REVIEW}/gate", responses=answers(200, ok("The gate, now.")))(self.gate)
-        get(f"{REVIEW}/history", responses=answers(200, ok("The run's events.")))(self.history)
-        post(RECEIPTS, responses=answers(201, ok("Stored.")))(self.add_review_receipt)
-        get(RECEIPTS, responses=answers(200, ok("Review receipts.")))(self.list_review_receipts)
+        get(
+            f"{REVIEW}/receipt",
+            responses=answers(200, ok("The record.")),
+            **operation(
+                "getReceipt", "The review's receipt: its checks and their results.", REVIEWS
+            ),
+        )(self.receipt)
+        post(
+            f"{REVIEW}/approve",
+            responses=answers(200, ok("Consent.", links.approved())),
+            **operation("approveReview", "Approve the reviewed commit (owner).", REVIEWS),
+        )(self.approve)
+        post(
+            f"{REVIEW}/promote",
+            responses=PROMOTION_ANSWERS,
+            **operation("promoteReview", "Promote the approved commit to canonical.", PROMOTIONS),
+        )(self.promote)
+        get(
+            f"{REVIEW}/promotion",
+            responses=PROMOTION_ANSWERS,
+            **operation(
+                "getPromotion", "The review's promotion, done or still running.", PROMOTIONS
+            ),
+        )(self.promotion)
+        get(
+            f"{REVIEW}/gate",
+            responses=answers(200, ok("The gate, now.")),
+            **operation("getGate", "What the gate would decide now.", REVIEWS),
+        )(self.gate)
+        get(
+            f"{REVIEW}/history",
+            responses=answers(200, ok("The run's events.")),
+            **operation("getHistory", "The review run's events.", REVIEWS),
+        )(self.history)
+        post(
+            RECEIPTS,
+            responses=answers(201, ok("Stored.")),
+            **operation("addReviewReceipt", "Attach a Flow-Next review receipt.", REVIEWS),
+        )(self.add_review_receipt)
+        get(
+            RECEIPTS,
+            responses=answers(200, ok("Review receipts.")),
+            **operation("listReviewReceipts", "The review's Flow-Next review receipts.", REVIEWS),
+        )(self.list_review_receipts)
 
     def request_review(self, project_id: str, body: RequestReview) -> tuple[ReviewBody, int]:
         review = self._service.reviews.request(
