@@ -139,9 +139,11 @@ class GitHttpApp:
         principal = self._principal(environ)
         decision, store = self._decide(route, principal)
         if not decision.allowed or store is None or principal is None:
-            return plain(start_response, decision.status, decision.message)
+            return _refusal(start_response, route, decision.status, decision.message)
         with self._admission.admitted(route.project) as admitted:
             if not admitted:
+                if not route.advertise:
+                    return git_error(start_response, 503, route.service, BUSY)
                 return _busy(start_response, self._admission.retry_after_seconds)
             return self._admitted(environ, start_response, route, store, principal)
 
@@ -156,7 +158,7 @@ class GitHttpApp:
         try:
             repo = store.served_repo(route.fork)
         except RepoNotFound:
-            return plain(start_response, 404, "Repository not found.")
+            return _refusal(start_response, route, 404, "Repository not found.")
         version = 2 if route.operation == "read" and protocol_v2.requested(environ) else 0
         request = _Request(route, store, repo, principal, start_response, version)
         try:
@@ -368,6 +370,20 @@ def _receive_handler(
     return handler, refs
 
 
+def _refusal(
+    start_response: Callable[..., Any], route: _Route, status: int, message: str
+) -> list[bytes]:
+    """An access refusal. git prints the text of a refused GET (`remote: <why>`) but only
+    the status of a refused POST, which therefore gets git's own error (`wire.git_error`);
+    401 stays 401 either way, as git asks its credential helper only then."""
+    if route.advertise or status == 401:
+        return plain(start_response, status, message)
+    return git_error(start_response, status, route.service, message)
+
+
+BUSY = "The server is busy with other git requests; try again shortly."
+
+
 def _busy(start_response: Callable[..., Any], retry_after: int) -> list[bytes]:
     """Every git slot is taken: come back later (nothing of the request was read)."""
     start_response(
@@ -378,7 +394,7 @@ def _busy(start_response: Callable[..., Any], retry_after: int) -> list[bytes]:
             ("Retry-After", str(retry_after)),
         ],
     )
-    return [b"The server is busy with other git requests; try again shortly.\n"]
+    return [BUSY.encode("ascii") + b"\n"]
 
 
 def _no_input(size: int) -> bytes:

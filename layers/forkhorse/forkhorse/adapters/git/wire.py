@@ -6,7 +6,7 @@ inflates past the limit is refused too), and with 400 when it is empty or badly 
 Nothing here holds a whole body: each read returns at most what the handler asked for.
 
 A response starts only with its first byte, so a refusal raised before that is still
-answered with its own 4xx status and sentence instead of a half-sent 200.
+answered whole (`git_error`) instead of as the end of a half-sent one.
 """
 
 from __future__ import annotations
@@ -220,14 +220,28 @@ def plain(start_response: Callable[..., Any], status: int, message: str) -> list
     return [message.encode("utf-8") + b"\n"]
 
 
+MALFORMED = (400, 415)  # statuses of requests git itself never sends: they keep their 4xx
+
+
 def git_error(
     start_response: Callable[..., Any], status: int, service: str, message: str
 ) -> list[bytes]:
-    """A refusal of a service request: its 4xx status, and git's own `ERR` pkt-line as body
-    (what `git upload-pack` sends when it refuses a request)."""
+    """A refusal of a service request (the POST), in words the git client prints.
+
+    git's smart-HTTP client shows nothing of a 4xx answer to its POST but "RPC failed; HTTP
+    <status>", so a refusal it can meet (a limit, busy, access) is answered 200 with git's
+    own error: an `ERR` pkt-line for upload-pack (git prints `fatal: remote error: <why>`),
+    the side-band error channel for receive-pack (git asks for side-band-64k on every push
+    and prints `remote: <why>`). A request git never sends (bad framing, content type; the
+    `MALFORMED` statuses) keeps its 4xx status, with the `ERR` line as its body."""
+    log.info("refused a %s request: %s", service, message)
+    malformed = status in MALFORMED
+    shown = 200 if not malformed else status
     start_response(
-        f"{status} {_REASONS.get(status, 'Error')}",
+        f"{shown} {'OK' if shown == 200 else _REASONS.get(shown, 'Error')}",
         [("Content-Type", f"application/x-{service}-result"), *NO_CACHE],
     )
-    log.info("refused a %s request: %s", service, message)
-    return [pkt_line(b"ERR " + message.encode("utf-8") + b"\n")]
+    line = message.encode("utf-8") + b"\n"
+    if malformed or service != "git-receive-pack":
+        return [pkt_line(b"ERR " + line)]
+    return [pkt_line(bytes([SIDE_BAND_CHANNEL_FATAL]) + line) + pkt_line(None)]
