@@ -92,8 +92,51 @@ def test_an_agent_submits_and_the_owner_approves_and_promotes(
     assert promoted.code == 0, promoted.stderr
     # The fresh before-promote run is followed with the same display.
     assert "  full-0 (full/container): passed" in promoted.stderr
-    assert promoted.stdout.splitlines()[0] == f"promoted {required.initial} -> {commit}"
+    lines = promoted.stdout.splitlines()
+    assert lines[0] == f"promoted {required.initial} -> {commit}"
+    # The promotion's id and the links to its ledger entry and its signed VSA.
+    [entry] = server.owner.state(required.id)["ledger"][-1:]
+    pid, base = entry["promotionId"], f"{server.url}/projects/{required.id}"
+    assert lines[2:] == [
+        f"promotion {pid}",
+        f"attestation  {base}/promotions/{pid}/attestation",
+        f"ledger  {base}/ledger/{pid}",
+    ]
     assert server.owner.state(required.id)["project"]["canonicalHead"] == commit
+
+
+def test_an_agent_with_only_the_url_and_its_token_finds_its_projects_and_packets(
+    server: Server, required: Project, agent_home: Path, seen: Seen
+) -> None:
+    agent, agent_id = required.agent("finder")
+    assert agent.token is not None
+    cli = Cli(server.url, agent.token, agent_home, seen)  # no project configured
+    projects = cli.run("projects", "--json")
+    assert projects.code == 0, projects.stderr
+    assert [p["id"] for p in projects.json()["projects"]] == [required.id]
+    listed = cli.run("projects")
+    assert listed.stdout.startswith(f"{required.id}  ")
+    free = required.packet("find me")
+    packets = cli.run("packets", required.id, "--json")
+    assert packets.code == 0, packets.stderr
+    page = packets.json()
+    assert page["next"] is None
+    assert {"id": free, "title": "find me", "claim": None} in page["packets"]
+    claimed = cli.run("packets", required.id, "--limit", "1")
+    assert claimed.code == 0, claimed.stderr
+    assert len(claimed.stdout.splitlines()) <= 2
+    path = f"/projects/{required.id}/packets/{free}/claim"
+    agent.ok("POST", path, expect=201)
+    text = cli.run("packets", "--project", required.id).stdout
+    assert f"{free}  find me  claimed by {agent_id} until " in text
+    agent.ok("DELETE", path)
+    # An agent of no project lists none; a project it is not in is the service's refusal.
+    outsider = server.owner.ok("POST", "/agents", {"name": "outsider"}, expect=201)
+    lonely = Cli(server.url, outsider["token"], agent_home, seen)
+    assert lonely.run("projects", "--json").json() == {"projects": []}
+    refused = lonely.run("packets", required.id)
+    assert refused.code == 3
+    assert refused.stderr == "error: This agent is not a member of the project.\n"
 
 
 def test_a_failing_quick_check_exits_1_and_starts_no_container(

@@ -3,6 +3,7 @@ schemas, then an agent's submit, wait and attach, and an owner's approve and pro
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import sys
 from pathlib import Path
@@ -87,8 +88,11 @@ def test_the_mcp_tools_take_an_agent_from_submit_to_promote(
         assert wait.output_schema is not None
         assert {"status", "digest", "receipt"} <= set(wait.output_schema["properties"])
 
+        listed = await mcp.call("list_projects")
+        assert [p["id"] for p in listed["projects"]] == [required.id]
         packets = await mcp.call("list_packets", project=required.id)
-        assert [p["id"] for p in packets["packets"]] == [agent.packet]
+        mine = next(p for p in packets["packets"] if p["id"] == agent.packet)
+        assert (mine["claim"], packets["next"]) == (None, None)
         claimed = await mcp.call("claim_packet", project=required.id, packet=agent.packet)
         assert claimed["claim"]["packetId"] == agent.packet
         submitted = await mcp.call(
@@ -128,6 +132,11 @@ def test_the_mcp_tools_take_an_agent_from_submit_to_promote(
         assert approved["approval"]["commit"] == commit
         promoted = await mcp.call("promote", project=required.id, review=review)
         assert promoted["promotion"]["to"] == commit
+        pid, base = promoted["promotion"]["id"], f"/projects/{required.id}"
+        assert promoted["promotion"]["links"] == {
+            "ledger": f"{base}/ledger/{pid}",
+            "attestation": f"{base}/promotions/{pid}/attestation",
+        }
         assert promoted["promotion"]["from"] == required.initial
         assert promoted["run"]["trigger"] == "before-promote"
         state = await mcp.call("get_state", project=required.id)
@@ -136,3 +145,70 @@ def test_the_mcp_tools_take_an_agent_from_submit_to_promote(
         assert required.id in json.dumps(listed)
 
     run_async(_with_session, owner_cli, as_owner)
+
+
+READ_ONLY = {"list_projects", "list_packets", "wait_for_receipt", "get_state", "get_gate_reasons"}
+
+
+def test_the_tools_say_what_they_do_and_refuse_bad_arguments_in_one_sentence(
+    server: Server, required: Project, agent_home: Path, seen: Seen
+) -> None:
+    agent = seat(server, required, agent_home, seen, "mcp-hints")
+    # An agent that knows only the URL and its token: no project configured.
+    bare = Cli(agent.cli.url, agent.cli.token, agent_home, seen)
+
+    async def scenario(mcp: Session) -> None:
+        tools = {tool.name: tool for tool in (await mcp.session.list_tools()).tools}
+        for name, tool in tools.items():
+            hints = tool.annotations
+            assert hints is not None, name
+            assert hints.read_only_hint is (name in READ_ONLY), name
+            assert hints.destructive_hint is (name == "promote"), name
+            assert hints.idempotent_hint is not None, name
+            for field, schema in tool.input_schema["properties"].items():
+                assert schema.get("description"), (name, field)
+        idempotent = {
+            name: getattr(tool.annotations, "idempotent_hint", None) for name, tool in tools.items()
+        }
+        assert (idempotent["claim_packet"], idempotent["approve"]) == (True, True)
+        assert (idempotent["submit_review"], idempotent["promote"]) == (False, False)
+
+        listed = await mcp.call("list_projects")
+        assert [p["id"] for p in listed["projects"]] == [required.id]
+        first = await mcp.call("list_packets", project=required.id, limit=1)
+        assert len(first["packets"]) == 1
+        assert first["next"] is not None or agent.packet == first["packets"][0]["id"]
+
+        too_long = await mcp.refused(
+            "wait_for_receipt", project=required.id, review="r", timeout_seconds=601
+        )
+        assert too_long == (
+            "Invalid arguments to wait_for_receipt: timeout_seconds should be less than or "
+            "equal to 600."
+        )
+        missing = await mcp.refused("claim_packet", project=required.id)
+        assert missing == "Invalid arguments to claim_packet: packet is required."
+        several = await mcp.refused("approve", project="", review="r", commit="HEAD")
+        assert several == (
+            "Invalid arguments to approve: project should have at least 1 character; "
+            "commit should match pattern '^[0-9a-f]{40}$'."
+        )
+        assert "HEAD" not in several  # the value given is never echoed
+        page = await mcp.refused("list_packets", project=required.id, limit=0)
+        assert (
+            page == "Invalid arguments to list_packets: limit should be greater than or equal to 1."
+        )
+
+    async def with_version(cli: Cli) -> None:
+        async with (
+            stdio_client(_parameters(cli)) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            started = await session.initialize()
+            assert (started.server_info.name, started.server_info.version) == (
+                "forkhorse",
+                importlib.metadata.version("forkhorse"),
+            )
+            await scenario(Session(session))
+
+    run_async(with_version, bare)

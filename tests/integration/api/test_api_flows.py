@@ -36,7 +36,25 @@ def test_required_mode_approve_then_promote_on_a_fresh_run(
     status, promoted = server.owner.promote(required.id, review["id"], commit)
     assert status == 200, promoted
     promotion = promoted["promotion"]
-    assert set(promotion) == {"commit", "from", "to", "digest", "mode", "promotedAt"}
+    assert set(promotion) == {"id", "links", "commit", "from", "to", "digest", "mode", "promotedAt"}
+    # The promotion names its ledger entry and its signed VSA; both links answer.
+    pid, base = promotion["id"], f"/projects/{required.id}"
+    assert promotion["links"] == {
+        "ledger": f"{base}/ledger/{pid}",
+        "attestation": f"{base}/promotions/{pid}/attestation",
+    }
+    entry = server.owner.ok("GET", promotion["links"]["ledger"])["entry"]
+    assert (entry["promotionId"], entry["commit"], entry["digest"]) == (
+        pid,
+        commit,
+        promotion["digest"],
+    )
+    envelope = server.owner.ok("GET", promotion["links"]["attestation"])
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    assert server.owner.call("GET", f"{base}/ledger/promotion-unknown") == (
+        404,
+        {"error": "Ledger entry not found."},
+    )
     assert (promotion["from"], promotion["to"], promotion["mode"]) == (
         required.initial,
         commit,

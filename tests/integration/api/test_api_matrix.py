@@ -58,7 +58,8 @@ R = P + "/reviews/{review}"
 # (method, path, body, {role: status}); roles not listed expect the route's default.
 ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("POST", "/projects", {"name": "x"}, {"owner": 201, "other_owner": 201}),
-    ("GET", "/projects", None, {"owner": 200, "other_owner": 200}),
+    # Owners list their own projects, agents their memberships (none for an outsider).
+    ("GET", "/projects", None, {**dict.fromkeys(ROLES, 200), "anonymous": 401}),
     ("PATCH", P + "/settings", {"requireReceipt": False}, {"owner": 200, "other_owner": 404}),
     ("PUT", P + "/policy", {"protectChecks": False}, {"owner": 200, "other_owner": 404}),
     (
@@ -78,6 +79,12 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("POST", P + "/members", {"agentId": "{spare}"}, {"owner": 201, "other_owner": 404}),
     ("POST", P + "/forks", {"name": "f"}, {"fork_agent": 201, "member_agent": 201}),
     ("POST", P + "/packets", {"title": "t"}, {"owner": 201, "other_owner": 404}),
+    (
+        "GET",
+        P + "/packets",
+        None,
+        {"owner": 200, "other_owner": 404, "fork_agent": 200, "member_agent": 200},
+    ),
     ("POST", P + "/packets/{packet}/claim", None, {"fork_agent": 201, "member_agent": 409}),
     ("DELETE", P + "/packets/{free_packet}/claim", None, {"fork_agent": 404, "member_agent": 404}),
     (
@@ -105,6 +112,12 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
         R + "/attestation",
         None,
         {"owner": 404, "other_owner": 404, "fork_agent": 404, "member_agent": 403},
+    ),
+    (
+        "GET",
+        P + "/ledger/unknown",
+        None,
+        {"owner": 404, "other_owner": 404, "fork_agent": 404, "member_agent": 404},
     ),
     (
         "GET",

@@ -41,8 +41,15 @@ def test_an_advisory_promote_fast_forwards_canonical_and_starts_no_checks(fast: 
     before = fast.review(project, review_id)["receipt"]
     status, body = _promote(fast, project, review_id, commit)
     assert status == 200, body
+    assert isinstance(body, dict)
+    pid = body["promotion"]["id"]
     assert body == {
         "promotion": {
+            "id": pid,
+            "links": {
+                "ledger": f"/projects/{project}/ledger/{pid}",
+                "attestation": f"/projects/{project}/promotions/{pid}/attestation",
+            },
             "commit": commit,
             "from": initial,
             "to": commit,

@@ -86,8 +86,10 @@ def created_project() -> Links:
 
 
 def listed_projects() -> Links:
+    first = "$response.body#/projects/0/id"
     return {
-        "ReadState": link("get", f"{PROJECT}/state", project_id="$response.body#/projects/0/id")
+        "ReadState": link("get", f"{PROJECT}/state", project_id=first),
+        "ListPackets": link("get", f"{PROJECT}/packets", project_id=first),
     }
 
 
@@ -173,4 +175,34 @@ def promoted() -> Links:
             "get", f"{REVIEW}/promotion", project_id=_SAME_PROJECT, review_id=_SAME_REVIEW
         ),
         **_state_link(),
+    }
+
+
+def done_promotion() -> Links:
+    """A done promotion leads to its ledger entry and its signed VSA (as its `links` say)."""
+    promotion = "$response.body#/promotion/id"
+    return {
+        **promoted(),
+        "ReadLedgerEntry": link(
+            "get",
+            f"{PROJECT}/ledger/{{promotion_id}}",
+            project_id=_SAME_PROJECT,
+            promotion_id=promotion,
+        ),
+        "ReadAttestation": link(
+            "get",
+            f"{PROJECT}/promotions/{{promotion_id}}/attestation",
+            project_id=_SAME_PROJECT,
+            promotion_id=promotion,
+        ),
+    }
+
+
+def packet_page() -> Links:
+    """A page of packets leads to the next page (its cursor) and to claiming its first."""
+    return {
+        "NextPage": link(
+            "get", f"{PROJECT}/packets", project_id=_SAME_PROJECT, cursor="$response.body#/next"
+        ),
+        **_packet_links("$response.body#/packets/0/id"),
     }

@@ -134,9 +134,18 @@ class ForkhorseClient:
         _, payload = self.request(method, path, body)
         return model.model_validate(payload)
 
-    # --- projects (owner) -------------------------------------------------------------------
+    # --- projects ---------------------------------------------------------------------------
     def list_projects(self) -> responses.ProjectList:
+        """An owner's projects; an agent's, the projects it is a member of."""
         return self._get(responses.ProjectList, "GET", "/projects")
+
+    def list_packets(
+        self, project: str, cursor: str | None = None, limit: int | None = None
+    ) -> responses.PacketPage:
+        """One page of the project's packets with their live claims (owner and members);
+        its `next` cursor continues it."""
+        path = _paged(f"/projects/{project}/packets", cursor, limit)
+        return self._get(responses.PacketPage, "GET", path)
 
     def create_project(self, name: str, require_receipt: bool = True) -> responses.ProjectBody:
         body = bodies.CreateProject(name=name, requireReceipt=require_receipt)
@@ -248,6 +257,11 @@ class ForkhorseClient:
         and `ledgerNext` continues them); its `next` cursor continues it."""
         path = _paged(f"/projects/{project}/ledger", cursor, limit)
         return self._get(responses.LedgerPage, "GET", path)
+
+    def ledger_entry(self, project: str, promotion: str) -> responses.LedgerEntryBody:
+        """One ledger entry, by its promotion's id (a done promotion's `links.ledger`)."""
+        path = f"/projects/{project}/ledger/{promotion}"
+        return self._get(responses.LedgerEntryBody, "GET", path)
 
     # --- attestations (`forkhorse verify` checks them offline) -----------------------------
     def review_attestation(self, project: str, review: str) -> responses.DsseEnvelope:

@@ -1,5 +1,6 @@
 """The agents' and owners' client commands: `forkhorse login | submit | status | wait |
-review-receipts attach | projects | approve | promote | settings | gate REVIEW | mcp`.
+review-receipts attach | projects | packets | approve | promote | settings | gate REVIEW |
+mcp`.
 
 Exit codes: 0 passed (or done), 1 failed (a failing receipt, or promote's exact 409),
 2 infrastructure-error, timed-out or an unreachable service, 3 usage or authority errors.
@@ -64,6 +65,7 @@ COMMANDS = frozenset(
         "wait",
         "review-receipts",
         "projects",
+        "packets",
         "approve",
         "promote",
         "settings",
@@ -120,8 +122,18 @@ def register(subparsers: Subparsers) -> None:
     attach.add_argument("file", metavar="FILE", type=Path)
     attach.set_defaults(handler=_attach)
 
-    projects = _command(subparsers, "projects", "your projects (owner)", connection)
+    projects = _command(
+        subparsers, "projects", "your projects (an owner's, or an agent's memberships)", connection
+    )
     projects.set_defaults(handler=_projects)
+
+    packets = _command(
+        subparsers, "packets", "a project's packets and their claims, a page at a time", connection
+    )
+    packets.add_argument("packets_project", nargs="?", metavar="PROJECT")
+    packets.add_argument("--cursor", help="a page's next (printed after a page that has more)")
+    packets.add_argument("--limit", type=int, help="the page size (1 to 100, default 50)")
+    packets.set_defaults(handler=_packets)
 
     approve = _command(subparsers, "approve", "approve a review's commit (owner)", connection)
     approve.add_argument("review", metavar="REVIEW")
@@ -360,6 +372,21 @@ def _projects(args: argparse.Namespace, client: ForkhorseClient) -> int:
     return EXIT_PASSED
 
 
+def _packets(args: argparse.Namespace, client: ForkhorseClient) -> int:
+    project = args.packets_project or _project(args, client)
+    page = client.list_packets(project, args.cursor, args.limit)
+    if args.json:
+        _print_json(page.model_dump(mode="json", by_alias=True))
+        return EXIT_PASSED
+    for packet in page.packets:
+        claim = packet.claim
+        held = f"claimed by {claim.agent_id} until {claim.expires_at}" if claim else "free"
+        print(f"{packet.id}  {packet.title}  {held}")
+    if page.next:
+        print(f"more: forkhorse packets {project} --cursor {page.next}")
+    return EXIT_PASSED
+
+
 def _attach(args: argparse.Namespace, client: ForkhorseClient) -> int:
     from forkhorse.domain.limits import API_INPUT
 
@@ -404,6 +431,9 @@ def _promote(args: argparse.Namespace, client: ForkhorseClient) -> int:
     else:
         print(f"promoted {promotion['from']} -> {promotion['to']}")
         print(f"digest  {promotion['digest']}")
+        print(f"promotion {promotion['id']}")
+        for name, path in sorted(promotion["links"].items()):
+            print(f"{name}  {client.config.url}{path}")
     return EXIT_PASSED
 
 

@@ -205,7 +205,8 @@ def _settle(
 
 
 def find_project(client: ForkhorseClient, review: str, named: str | None) -> str:
-    """The project of `review`: the one named, or (for an owner) the one holding it."""
+    """The project of `review`: the one named, or the one of the caller's projects (an
+    owner's own, an agent's memberships) holding it."""
     if named:
         return named
     try:

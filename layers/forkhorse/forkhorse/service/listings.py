@@ -17,16 +17,25 @@ import binascii
 from collections.abc import Callable
 
 from forkhorse.domain.limits import PAGE
-from forkhorse.domain.model import LedgerEntry, Review
+from forkhorse.domain.model import LedgerEntry, Packet, Review
 from forkhorse.ports.store import PromotionStore
 from forkhorse.service.context import Context, may_see_review
-from forkhorse.service.errors import BadRequest
+from forkhorse.service.errors import BadRequest, NotFound
 from forkhorse.service.identity import Caller
-from forkhorse.service.responses import LedgerPage, LedgerView, ReviewBody, ReviewPage, ReviewView
-from forkhorse.service.views import done_promotion, ledger_view, review_view
+from forkhorse.service.responses import (
+    LedgerEntryBody,
+    LedgerPage,
+    LedgerView,
+    PacketPage,
+    ReviewBody,
+    ReviewPage,
+    ReviewView,
+)
+from forkhorse.service.views import done_promotion, ledger_view, packet_state, review_view
 
 BAD_CURSOR = "The cursor is not one this API issued for this project."
 BAD_LIMIT = f"The page size must be 1 to {PAGE.max_size}."
+LEDGER_ENTRY_NOT_FOUND = "Ledger entry not found."
 _CURSOR_PREFIX = "before:"
 
 
@@ -99,6 +108,10 @@ def _review_id(review: Review) -> str:
     return review.id
 
 
+def _packet_id(packet: Packet) -> str:
+    return packet.id
+
+
 class Listings:
     def __init__(self, context: Context) -> None:
         self._c = context
@@ -127,6 +140,34 @@ class Listings:
         found = self._c.store.ledger_page(project.id, before, size + 1)
         shown, more = _paged(found, size, _entry_id)
         return LedgerPage(ledger=[ledger_view(entry) for entry in shown], next=more)
+
+    def ledger_entry(self, caller: Caller, project_id: str, promotion_id: str) -> LedgerEntryBody:
+        """One ledger entry, by its promotion's id (a done promotion's `links.ledger`)."""
+        project = self._c.visible_project(caller, project_id, "read the ledger")
+        entry = self._c.store.ledger_entry(project.id, promotion_id)
+        if entry is None:
+            raise NotFound(LEDGER_ENTRY_NOT_FOUND)
+        return LedgerEntryBody(entry=ledger_view(entry))
+
+    def packets(
+        self, caller: Caller, project_id: str, cursor: str | None, limit: int | None
+    ) -> PacketPage:
+        """One page of the project's packets in id order, each with its live claim, for its
+        owner and its members: what an agent may claim (`claim` null) and who holds the
+        rest. The page and the claims read for it are bounded by the page size."""
+        project = self._c.visible_project(caller, project_id, "list packets")
+        size = _page_size(limit)
+        packets = self._c.store.list_packets(project.id)
+        start = 0
+        if cursor is not None:
+            after = cursor_item(cursor)
+            ids = [packet.id for packet in packets]
+            if after not in ids:
+                raise BadRequest(BAD_CURSOR)
+            start = ids.index(after) + 1
+        shown, more = _paged(packets[start : start + size + 1], size, _packet_id)
+        claims = self._c.store.live_claims([p.id for p in shown], self._c.clock.now())
+        return PacketPage(packets=[packet_state(p, claims.get(p.id)) for p in shown], next=more)
 
     def review(self, caller: Caller, project_id: str, review_id: str) -> ReviewBody:
         """One review, as `/state` or a page shows it; 404 for one the caller may not see."""

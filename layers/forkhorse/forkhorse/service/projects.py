@@ -20,7 +20,7 @@ from forkhorse.ports.store.projects import ForkLimitReached
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
 from forkhorse.service.identity import Caller, new_id, new_token, token_hash
-from forkhorse.service.listings import newest_ledger, review_views
+from forkhorse.service.listings import Listings, newest_ledger, review_views
 from forkhorse.service.responses import (
     ClaimBody,
     CreatedAgent,
@@ -28,6 +28,7 @@ from forkhorse.service.responses import (
     MemberBody,
     MemberView,
     PacketBody,
+    PacketPage,
     PacketState,
     PolicyBody,
     ProjectBody,
@@ -111,9 +112,13 @@ class Projects:
         return ProjectBody(project=project_view(project, None, self._c.settings.public_url))
 
     def list_projects(self, caller: Caller) -> ProjectList:
-        self._c.require_owner(caller, "list projects")
-        own = [p for p in self._c.store.list_projects() if p.owner_id == caller.id]
-        return ProjectList(projects=[self._project_view(project) for project in own])
+        """An owner's own projects; an agent's, the projects it is a member of."""
+        projects = self._c.store.list_projects()
+        if caller.is_owner:
+            shown = [p for p in projects if p.owner_id == caller.id]
+        else:
+            shown = [p for p in projects if self._c.store.is_member(p.id, caller.id)]
+        return ProjectList(projects=[self._project_view(project) for project in shown])
 
     def _project_view(self, project: Project) -> ProjectView:
         head = self._c.repos(project.id).head()
@@ -196,6 +201,12 @@ class Projects:
         if not self._c.store.create_packet(packet):
             raise Conflict("That packet already exists.")
         return PacketBody(packet=packet_view(packet))
+
+    def list_packets(
+        self, caller: Caller, project_id: str, cursor: str | None, limit: int | None
+    ) -> PacketPage:
+        """One page of the project's packets with their live claims (`Listings.packets`)."""
+        return Listings(self._c).packets(caller, project_id, cursor, limit)
 
     def _packet(self, caller: Caller, project_id: str, packet_id: str, action: str) -> Packet:
         project = self._c.member_project(caller, project_id, action)

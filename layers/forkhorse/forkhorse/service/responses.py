@@ -158,9 +158,21 @@ class ApprovalBody(_Response):
     approval: ApprovalView
 
 
-class DonePromotion(_Response):
-    """A done promotion: what canonical moved from and to, and the digest it rested on."""
+class PromotionLinks(_Response):
+    """Where a done promotion's evidence is, as paths on the service."""
 
+    ledger: str = Field(description="Its ledger entry: `GET /projects/{id}/ledger/{pid}`.")
+    attestation: str = Field(
+        description="Its signed VSA: `GET /projects/{id}/promotions/{pid}/attestation`."
+    )
+
+
+class DonePromotion(_Response):
+    """A done promotion: what canonical moved from and to, and the digest it rested on;
+    `id` names it in the ledger and its attestation, which `links` point to."""
+
+    id: str
+    links: PromotionLinks
     commit: str
     from_: str | None = FROM
     to: str
@@ -208,6 +220,14 @@ class ReviewPage(_Response):
     next: str | None
 
 
+class PacketPage(_Response):
+    """One page of a project's packets, each with its live claim (`claim` null: free to
+    claim), in id order. `next` is the cursor of the following page, or null on the last."""
+
+    packets: list[PacketState]
+    next: str | None
+
+
 class LedgerView(_Response):
     promotion_id: str
     review_id: str
@@ -216,6 +236,10 @@ class LedgerView(_Response):
     digest: str | None
     promoted_at: str
     accepted_checks_change: list[CheckChange]
+
+
+class LedgerEntryBody(_Response):
+    entry: LedgerView
 
 
 class LedgerPage(_Response):

@@ -25,6 +25,7 @@ from forkhorse.service.responses import (
     PacketView,
     PendingPromotion,
     ProjectView,
+    PromotionLinks,
     ReviewView,
 )
 
@@ -93,7 +94,13 @@ def approval_view(approval: Approval) -> ApprovalView:
 
 def done_promotion(promotion: Promotion, entry: LedgerEntry) -> DonePromotion:
     """A done promotion: what canonical moved from and to, and the digest it rested on."""
+    project = f"/projects/{entry.project_id}"
     return DonePromotion(
+        id=promotion.id,
+        links=PromotionLinks(
+            ledger=f"{project}/ledger/{promotion.id}",
+            attestation=f"{project}/promotions/{promotion.id}/attestation",
+        ),
         commit=entry.commit,
         from_=entry.previous_head,
         to=entry.commit,

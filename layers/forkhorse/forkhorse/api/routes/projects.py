@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from forkhorse.api import links
 from forkhorse.api.guards import caller_of
@@ -17,6 +20,7 @@ from forkhorse.api.models import (
 )
 from forkhorse.api.routes.answers import answers, ok
 from forkhorse.api.routes.operations import AGENTS, FORKS, PACKETS, PROJECTS, operation
+from forkhorse.domain.limits import PAGE
 from forkhorse.service.projects import Projects
 from forkhorse.service.responses import (
     ClaimBody,
@@ -24,6 +28,7 @@ from forkhorse.service.responses import (
     ForkBody,
     MemberBody,
     PacketBody,
+    PacketPage,
     PolicyBody,
     ProjectBody,
     ProjectList,
@@ -46,7 +51,9 @@ class ProjectRoutes:
             responses=answers(201, ok("The project.", links.created_project())),
             **operation("createProject", "Create a project (owner).", PROJECTS),
         )(self.create_project)
-        listed = ok("The owner's projects.", links.listed_projects())
+        listed = ok(
+            "An owner's projects; an agent's, those it is a member of.", links.listed_projects()
+        )
         get(
             "/projects",
             responses=answers(200, listed),
@@ -94,6 +101,16 @@ class ProjectRoutes:
             **operation("createPacket", "Create a work packet (owner).", PACKETS),
             responses=answers(201, ok("Packet.", links.created_packet())),
         )(self.create_packet)
+        get(
+            "/projects/<project_id>/packets",
+            description=(
+                "The project's packets in id order, a page at a time, each with its live claim"
+                " (`claim` null: free to claim), for the owner and the project's members. Pass"
+                " a page's `next` as `cursor` for the next page."
+            ),
+            responses=answers(200, ok("One page of packets.", links.packet_page())),
+            **operation("listPackets", "List the project's packets and their claims.", PACKETS),
+        )(self.list_packets)
         post(
             CLAIM,
             responses=answers(201, ok("The claim.", links.in_project())),
@@ -136,6 +153,14 @@ class ProjectRoutes:
 
     def create_packet(self, project_id: str, body: CreatePacket) -> tuple[PacketBody, int]:
         return self._projects.create_packet(caller_of(self.router), project_id, body.title), 201
+
+    def list_packets(
+        self,
+        project_id: str,
+        cursor: Annotated[str | None, Query(description="A page's `next`.")] = None,
+        limit: Annotated[int | None, Query(description=f"1 to {PAGE.max_size}.")] = None,
+    ) -> PacketPage:
+        return self._projects.list_packets(caller_of(self.router), project_id, cursor, limit)
 
     def claim(self, project_id: str, packet_id: str) -> tuple[ClaimBody, int]:
         return self._projects.claim(caller_of(self.router), project_id, packet_id), 201

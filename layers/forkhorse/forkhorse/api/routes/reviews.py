@@ -19,6 +19,7 @@ from forkhorse.service.responses import (
     ApprovalBody,
     GateView,
     HistoryView,
+    LedgerEntryBody,
     LedgerPage,
     Promoted,
     PromotionPending,
@@ -32,7 +33,7 @@ from forkhorse.service.responses import (
 REVIEW = "/projects/<project_id>/reviews/<review_id>"
 RECEIPTS = f"{REVIEW}/review-receipts"
 PROMOTION_ANSWERS = {
-    200: ok("Promoted.", links.promoted(), Promoted),
+    200: ok("Promoted.", links.done_promotion(), Promoted),
     202: ok("Still running.", links.promoted(), PromotionPending),
     **ERRORS,
 }
@@ -67,6 +68,12 @@ class ReviewRoutes:
             responses=answers(200, ok("One page of the ledger.", links.ledger_page())),
             **operation("listLedger", "List the project's ledger, a page at a time.", PROJECTS),
         )(self.list_ledger)
+        get(
+            "/projects/<project_id>/ledger/<promotion_id>",
+            description="One ledger entry, by its promotion's id (a promotion's `links.ledger`).",
+            responses=answers(200, ok("The ledger entry.")),
+            **operation("getLedgerEntry", "One ledger entry.", PROJECTS),
+        )(self.ledger_entry)
         get(
             REVIEW,
             description="One review, as `/state` and the pages show it.",
@@ -144,6 +151,10 @@ class ReviewRoutes:
         limit: Annotated[int | None, Query(description=f"1 to {PAGE.max_size}.")] = None,
     ) -> LedgerPage:
         return self._service.listings.ledger(caller_of(self.router), project_id, cursor, limit)
+
+    def ledger_entry(self, project_id: str, promotion_id: str) -> LedgerEntryBody:
+        caller = caller_of(self.router)
+        return self._service.listings.ledger_entry(caller, project_id, promotion_id)
 
     def review(self, project_id: str, review_id: str) -> ReviewBody:
         return self._service.listings.review(caller_of(self.router), project_id, review_id)
