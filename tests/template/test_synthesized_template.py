@@ -220,6 +220,7 @@ def test_only_the_public_routes_skip_authorization(resources: dict[str, Any]) ->
         ("GET", "/docs"),
         ("GET", "/"),
         ("GET", "/console/{proxy+}"),
+        ("GET", "/favicon.ico"),  # the console's mark: browsers ask unprompted
         ("GET", "/keys"),  # the public keys that verify evidence
         ("ANY", "/git/{proxy+}"),  # git smart HTTP checks Basic credentials itself
     }

@@ -8,13 +8,21 @@ show, so CLI commands keep their output clean. `forkhorse serve` moves the same 
 to `<home>/logs/` (`log_to_files`).
 
 Metrics are CloudWatch EMF lines inside a Lambda invocation; anywhere else (the local
-runner) they are log records named `metric`, so the same call never prints EMF locally.
+runner) they are log records named `metric` on the `forkhorse.metrics` logger, so the same
+call never prints EMF locally; `forkhorse serve` writes them to `<home>/logs/metrics.jsonl`,
+never to the terminal.
+
+No log line carries a raw control character: the JSON lines' serializer and the terminal's
+formatter (`log_to_terminal`) escape them (`domain.messages.escape_controls`), so a request
+path, a header or a ref name an unauthenticated client sent cannot drive the operator's
+terminal. Call sites need do nothing.
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
+import json
 import logging
 import os
 import re
@@ -29,14 +37,29 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from forkhorse.domain.limits import LOCAL_LOG
+from forkhorse.domain.messages import escape_controls
 from forkhorse.domain.receipts import ReceiptSummary
 
 SERVICE = "forkhorse"
 NAMESPACE = "Forkhorse"
 LOG_FILE = "forkhorse.jsonl"
+METRICS_FILE = "metrics.jsonl"
+METRICS_LOGGER = f"{SERVICE}.metrics"
+# Libraries whose INFO is noise on an operator's terminal (dulwich logs each capability).
+QUIET_LOGGERS = ("dulwich",)
+
+
+def _log_json(log: dict[str, Any]) -> str:
+    """Powertools' serializer (compact, UTF-8 kept) with DEL, C1 and the other characters
+    JSON leaves raw escaped: a JSON line is as safe to print as the terminal's lines."""
+    return escape_controls(json.dumps(log, default=str, separators=(",", ":"), ensure_ascii=False))
+
 
 logger = Logger(
-    service=SERVICE, level=os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"), stream=sys.stderr
+    service=SERVICE,
+    level=os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+    stream=sys.stderr,
+    json_serializer=_log_json,
 )
 tracer = Tracer(service=SERVICE)  # a no-op outside Lambda (no LAMBDA_TASK_ROOT) and in tests
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
@@ -45,7 +68,7 @@ metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 # only the cold-start metric, and its "no metrics" warning would come on every invocation.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
-_metric_log = logging.getLogger(f"{SERVICE}.metrics")
+_metric_log = logging.getLogger(METRICS_LOGGER)
 _in_lambda: contextvars.ContextVar[bool] = contextvars.ContextVar("in_lambda", default=False)
 
 Event = dict[str, Any]
@@ -155,21 +178,70 @@ def emit(name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
             metric.add_dimension(name=dimension, value=label)
 
 
-# --- local files -----------------------------------------------------------------------------
-def log_to_files(logs: Path) -> RotatingFileHandler:
+# --- local files and the terminal -----------------------------------------------------------
+def _is_metric(record: logging.LogRecord) -> bool:
+    return record.name == METRICS_LOGGER
+
+
+def _not_metric(record: logging.LogRecord) -> bool:
+    return record.name != METRICS_LOGGER
+
+
+def log_to_files(logs: Path) -> list[RotatingFileHandler]:
     """Send the package's log records, INFO and up, as JSON lines to `logs/forkhorse.jsonl`
-    instead of stderr, rotated at `LOCAL_LOG`'s bound."""
+    instead of stderr, and its metrics to `logs/metrics.jsonl`, each rotated at
+    `LOCAL_LOG`'s bound. Returns both handlers (the log's first)."""
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handler = RotatingFileHandler(
-        logs / LOG_FILE,
-        maxBytes=LOCAL_LOG.file_bytes,
-        backupCount=LOCAL_LOG.backups,
-        encoding="utf-8",
-    )
     package = logging.getLogger(SERVICE)
-    handler.setFormatter(logger.registered_formatter)
+    handler = _json_file(logs / LOG_FILE, _not_metric)
+    metrics_handler = _json_file(logs / METRICS_FILE, _is_metric)
     stream = logger.registered_handler
     package.addHandler(handler)
+    package.addHandler(metrics_handler)
     package.removeHandler(stream)  # its formatter, shared, still takes append_keys
     package.setLevel(logging.INFO)
+    return [handler, metrics_handler]
+
+
+def _json_file(path: Path, accept: Callable[[logging.LogRecord], bool]) -> RotatingFileHandler:
+    handler = RotatingFileHandler(
+        path, maxBytes=LOCAL_LOG.file_bytes, backupCount=LOCAL_LOG.backups, encoding="utf-8"
+    )
+    handler.setFormatter(logger.registered_formatter)
+    handler.addFilter(accept)
+    return handler
+
+
+CONTINUATION = "\n  | "
+
+
+class TerminalFormatter(logging.Formatter):
+    """One line per record for a terminal: its message with every control character escaped
+    (a newline a client sent cannot forge a line), then the whole record, traceback included,
+    with all but newlines and tabs escaped, and each of its further lines marked `  | ` (an
+    exception's text cannot pass for a record of its own either)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        safe = logging.makeLogRecord(vars(record))  # other handlers keep the original
+        safe.msg, safe.args = escape_controls(record.getMessage()), None
+        safe.exc_info, safe.exc_text = None, None
+        text = super().format(safe)
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        elif record.exc_text:
+            text += "\n" + record.exc_text
+        return escape_controls(text, keep="\n\t").replace("\n", CONTINUATION)
+
+
+def log_to_terminal(level: int = logging.INFO) -> logging.Handler:
+    """The root logger's stderr handler for `forkhorse serve`: escaped lines, no metrics
+    (they have their own file), and quiet libraries at WARNING."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TerminalFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.addFilter(_not_metric)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     return handler

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from forkhorse.api.wsgi import access_logged
 from forkhorse.domain.limits import GIT, STOP
-from forkhorse.observability import log_to_files
+from forkhorse.domain.messages import escape_controls
+from forkhorse.observability import log_to_files, log_to_terminal
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import (
     LocalApp,
@@ -70,7 +71,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from forkhorse.adapters.sandbox.session import stop_running_sessions
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_to_terminal()  # escaped lines, no metrics, dulwich at WARNING
     home = private_home(args.home.resolve())
     log_to_files(home / "logs")
     url = (args.public_url or f"http://{args.host}:{args.port}").rstrip("/")
@@ -123,8 +124,9 @@ def _drain(app: LocalApp) -> None:
 
 
 def _print_line(line: str) -> None:
-    """One write per line, so lines of concurrent requests never interleave."""
-    sys.stdout.write(line + "\n")
+    """One write per line, so lines of concurrent requests never interleave; a control
+    character a client put in its path is printed as an escape, never to the terminal."""
+    sys.stdout.write(escape_controls(line) + "\n")
     sys.stdout.flush()
 
 

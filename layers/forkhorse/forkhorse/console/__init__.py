@@ -1,6 +1,7 @@
 """The owner console: static HTML, CSS and JavaScript modules, served by the API.
 
-`/` is the page and `/console/<file>` its files, locally and behind API Gateway alike.
+`/` is the page and `/console/<file>` its files, locally and behind API Gateway alike;
+`/favicon.ico`, which browsers ask for unprompted, is the mark (public, never a 401).
 `/console/config.json` tells the page how owners sign in: with the local owner token, or
 through the Cognito hosted UI (authorization code with PKCE) when the deployment names a
 Cognito domain and app client.
@@ -15,6 +16,8 @@ from typing import Any, Final
 PREFIX: Final = "/console/"
 CONFIG_PATH: Final = "/console/config.json"
 INDEX: Final = "index.html"
+FAVICON_PATH: Final = "/favicon.ico"
+FAVICON: Final = "favicon.svg"
 MEDIA_TYPES: Final = {
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
@@ -38,6 +41,8 @@ HEADERS: Final = {
 def _file_name(path: str) -> str | None:
     if path in ("", "/"):
         return INDEX
+    if path == FAVICON_PATH:
+        return FAVICON
     if not path.startswith(PREFIX):
         return None
     name = path[len(PREFIX) :]

@@ -54,6 +54,26 @@ def _escape(text: str) -> str:
     return "".join(_escaped(c) if _needs_escape(c) else c for c in text)
 
 
+# What a terminal acts on or hides, all in the Basic Multilingual Plane: C0 controls, DEL and
+# C1 controls (category Cc: ESC, BEL, CSI...), the bidi and zero-width marks, the line and
+# paragraph separators, lone surrogates and the BOM.
+_TERMINAL_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
+)
+
+
+def escape_controls(text: str, keep: str = "") -> str:
+    """`text` with every character a terminal would act on, or that would hide or reorder
+    text, shown as a `\\uXXXX` escape (but those in `keep`). Every log line goes through it
+    (`forkhorse.observability`): a request's path or header, or a ref name, never reaches an
+    operator's terminal as ESC or BEL. The escapes are also valid inside a JSON string."""
+    if _TERMINAL_UNSAFE.search(text) is None:
+        return text
+    return _TERMINAL_UNSAFE.sub(
+        lambda found: found[0] if found[0] in keep else _escaped(found[0]), text
+    )
+
+
 def _truncate_utf8(text: str, budget: int) -> str:
     encoded = text.encode("utf-8")
     if len(encoded) <= budget:
