@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "openapi.json"
 PACKAGE = "forkhorse_generated_client"
 WAIT_SECONDS = 120.0
-EXAMPLES_PER_OPERATION = 3
+EXAMPLES_PER_OPERATION = 5
 FUZZ_BUDGET_SECONDS = 60.0
 
 
@@ -294,6 +294,17 @@ def test_an_undeclared_method_answers_405_with_allow(
     assert answer.status_code == 405, answer.text
     assert answer.headers["Allow"] == allow
     assert set(answer.json()) == {"error"}
+
+
+def test_swagger_ui_offers_the_bearer_scheme(live: ServeProcess) -> None:
+    """`/docs` (public) embeds the document with its bearer scheme, which is what gives
+    Swagger UI its Authorize button; the token is not persisted past the tab."""
+    page = requests.get(f"{live.url}/docs", timeout=30)
+    assert page.status_code == 200
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert '"securitySchemes"' in page.text
+    assert '"scheme": "bearer"' in page.text
+    assert "persistAuthorization: false" in page.text
 
 
 def test_an_unknown_path_is_still_a_404(live: ServeProcess, owner_token: str) -> None:

@@ -124,7 +124,7 @@ class ForkhorseApi:
     # --- routes -------------------------------------------------------------------------
     def _register(self) -> None:
         app = self.resolver
-        app.enable_swagger(path="/docs", persist_authorization=True, **DOCUMENT)
+        app.enable_swagger(path="/docs", **DOCUMENT)  # the token is not kept past the tab
         app.use(
             [
                 *self._guards.middlewares(),
