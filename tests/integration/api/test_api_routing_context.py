@@ -42,8 +42,10 @@ def test_concurrent_callers_each_see_their_own_identity(
     app: LocalApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     projects = app.service.projects
-    _, owner_token = projects.create_principal("owner", "owner")
+    owner, owner_token = projects.create_principal("owner", "owner")
     _, agent_token = projects.create_principal("agent", "agent")
+    # The owner lists its project; the agent, a member of none, lists nothing.
+    mine = projects.create_project(Caller(owner.id, "owner"), "mine", True).project.id
     both_authenticated = threading.Barrier(2, timeout=WAIT_SECONDS)
 
     def caller_once_both_are_authenticated(router: BaseRouter) -> Caller:
@@ -65,5 +67,6 @@ def test_concurrent_callers_each_see_their_own_identity(
     for thread in threads:
         thread.join(WAIT_SECONDS)
     assert answers["owner"]["statusCode"] == 200
-    assert json.loads(answers["owner"]["body"]) == {"projects": []}
-    assert answers["agent"]["statusCode"] == 403, answers["agent"]
+    assert [p["id"] for p in json.loads(answers["owner"]["body"])["projects"]] == [mine]
+    assert answers["agent"]["statusCode"] == 200, answers["agent"]
+    assert json.loads(answers["agent"]["body"]) == {"projects": []}
