@@ -115,12 +115,13 @@ def test_a_plain_fetch_and_pull_from_a_shallow_clone_work(
 
 def test_a_deepen_walk_is_bounded(history: tuple[Served, list[str]], tmp_path: Path) -> None:
     """Past the walk's budget the commits reached become the boundary: a shallower answer."""
+    from dulwich.objects import ObjectID
     from forkhorse.adapters.git.shallow import INFINITE_DEPTH, ShallowSection
 
     served, shas = history
     section = ShallowSection(object(), relative=lambda: False, limit=3)
     objects = served.store.objects
-    tip = shas[-1].encode()
+    tip = ObjectID(shas[-1].encode())
     shallow, deep = section.boundary(objects, [tip], depth=INFINITE_DEPTH, since=None)
     assert section.read_commits == 3
     assert deep == {sha.encode() for sha in shas[-3:]}
