@@ -121,6 +121,20 @@ def test_request_size_limit_exactly_and_one_past(function: tuple[ModuleType, S3G
     refused = post(MAX_REQUEST_BYTES + 1)
     assert refused["statusCode"] == 413
     assert str(MAX_REQUEST_BYTES) in refused["body"]
+    # A git service request gets git's own error, which git prints (issue 29).
+    for service, prefix in (("git-receive-pack", b"\x03"), ("git-upload-pack", b"ERR ")):
+        event = {
+            **INFO_REFS_EVENT,
+            "rawPath": f"/git/demo/canonical.git/{service}",
+            "rawQueryString": "",
+            "requestContext": {"http": {"method": "POST"}},
+            "body": base64.b64encode(b"0" * (MAX_REQUEST_BYTES + 1)).decode(),
+            "isBase64Encoded": True,
+        }
+        answer = dict(module.handler(event, FakeLambdaContext()))
+        assert answer["statusCode"] == 200, answer
+        body = base64.b64decode(answer["body"])
+        assert body[4:].startswith(prefix + b"The request is larger than"), body
 
 
 def test_real_git_through_the_lambda_handler_on_s3(

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from forkhorse.adapters.git.wire import git_error
 from forkhorse.domain.limits import GIT
 
 # The request-size limit documented in the README: a larger push must be split.
@@ -33,7 +34,7 @@ TOO_LARGE_RESPONSE = (
 def invoke_wsgi(app: WsgiApp, event: dict[str, Any]) -> dict[str, Any]:
     body = _request_body(event)
     if len(body) > MAX_REQUEST_BYTES:
-        return _text_response(413, TOO_LARGE_REQUEST)
+        return _refusal(event, TOO_LARGE_REQUEST)
     captured: dict[str, Any] = {}
     output = _BoundedOutput(MAX_RESPONSE_BYTES)  # dulwich writes through write() and yields
 
@@ -52,7 +53,7 @@ def invoke_wsgi(app: WsgiApp, event: dict[str, Any]) -> dict[str, Any]:
             if close is not None:
                 close()
     except _ResponseTooLarge:
-        return _text_response(413, TOO_LARGE_RESPONSE)
+        return _refusal(event, TOO_LARGE_RESPONSE)
     payload = b"".join(output.chunks)
     return {
         "statusCode": captured["status"],
@@ -121,6 +122,29 @@ def _joined_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
     for name, value in headers:
         joined[name] = f"{joined[name]}, {value}" if name in joined else value
     return joined
+
+
+def _refusal(event: dict[str, Any], message: str) -> dict[str, Any]:
+    """A limit refused: git's own error for a service request (its POST), which git prints
+    (`wire.git_error`), and a 413 with the sentence otherwise (git prints a refused GET's
+    text too)."""
+    path = str(event.get("rawPath", ""))
+    service = path.rsplit("/", 1)[-1]
+    method = event.get("requestContext", {}).get("http", {}).get("method")
+    if method != "POST" or service not in ("git-upload-pack", "git-receive-pack"):
+        return _text_response(413, message)
+    captured: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        captured["status"], captured["headers"] = int(status.split(" ", 1)[0]), headers
+
+    payload = b"".join(git_error(start_response, 413, service, message))
+    return {
+        "statusCode": captured["status"],
+        "headers": _joined_headers(captured["headers"]),
+        "body": base64.b64encode(payload).decode("ascii"),
+        "isBase64Encoded": True,
+    }
 
 
 def _text_response(status: int, message: str) -> dict[str, Any]:
