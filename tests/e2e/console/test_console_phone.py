@@ -3,6 +3,8 @@ scroll only downwards, with long unbroken names, titles, messages and log lines 
 
 from __future__ import annotations
 
+from playwright.sync_api import ViewportSize
+
 from tests.integration.api.support import checks_files
 from tests.support.console import PHONE, Console
 from tests.support.live import Project, Server, new_lane
@@ -45,7 +47,7 @@ def test_the_project_and_review_pages_fit_a_375_px_phone(console: Console, serve
     project.packet(f"a packet titled {UNBROKEN}")
 
     console.sign_in()
-    console.page.set_viewport_size(PHONE)
+    console.page.set_viewport_size(ViewportSize(width=PHONE["width"], height=PHONE["height"]))
     pages = {
         "projects": "#/",
         "project": f"#/p/{project.id}",
