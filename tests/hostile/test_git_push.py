@@ -488,6 +488,10 @@ def test_a_too_large_object_is_refused_through_the_git_client(disk_lanes: Lanes)
     output = push(server, work, "agent-b-token", "fb")
     assert f"inflates to {GIT.object_bytes + 1} bytes; the limit is {GIT.object_bytes}" in output
     assert "error: remote unpack failed:" in output
+    reason = f"{GIT.object_bytes + 1} bytes; the limit is {GIT.object_bytes}"
+    assert any(  # the reason also comes as `remote: <why>` (issue 29)
+        line.startswith("remote: ") and reason in line for line in output.splitlines()
+    ), output
     assert "[remote rejected] main -> main (unpacker error)" in output
     assert server.store.head("fb") == disk_lanes.b_head
     assert_no_spools(server)

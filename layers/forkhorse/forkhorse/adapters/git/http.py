@@ -36,7 +36,11 @@ from dulwich.errors import GitProtocolError, HookError
 from dulwich.file import FileLocked
 from dulwich.hooks import Hook
 from dulwich.objects import ObjectID, valid_hexsha
-from dulwich.protocol import ReceivableProtocol
+from dulwich.protocol import (
+    CAPABILITY_SIDE_BAND_64K,
+    SIDE_BAND_CHANNEL_PROGRESS,
+    ReceivableProtocol,
+)
 from dulwich.refs import Ref, RefsContainer
 from dulwich.server import Backend, Handler, ReceivePackHandler
 
@@ -525,7 +529,8 @@ def _sha_or_none(value: bytes) -> str | None:
 class _ReceivePack(ReceivePackHandler):
     """dulwich's receive-pack, reporting every ref as git does when the pack is refused
     (`ng <ref> unpacker error` after `unpack <reason>`), so the client prints the reason and
-    each ref as rejected rather than unreported.
+    each ref as rejected rather than unreported; the reason also goes to the side-band's
+    progress channel, which git prints as `remote: <why>`.
 
     A push from a shallow clone starts with one `shallow <sha>` line per commit at its
     boundary (git sends them before its commands). They are read and set aside: the server
@@ -559,6 +564,8 @@ class _ReceivePack(ReceivePackHandler):
         unpack = next(statuses)
         yield unpack
         if unpack[1] != b"ok":
+            if self.has_capability(CAPABILITY_SIDE_BAND_64K):  # git prints `remote: <why>`
+                self.proto.write_sideband(SIDE_BAND_CHANNEL_PROGRESS, unpack[1] + b"\n")
             for _, _, ref in refs:
                 yield ref, b"unpacker error"
             return
