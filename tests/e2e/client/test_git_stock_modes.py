@@ -18,10 +18,10 @@ from tests.e2e.client.support import PACKAGE_ROOT, Cli, Seen
 from tests.integration.api.support import checks_files, git_env
 from tests.support.live import Project, Server
 
-FORKHORSE = str(Path(sys.executable).parent / "forkhorse")
 # The README's clone: the helper, behind an empty entry that drops any other configured
-# helper (one that might store the token), written into the clone's own configuration.
-HELPER = f"!{FORKHORSE} git-credential"
+# helper (one that might store the token), written into the clone's own configuration; the
+# agent's PATH has `forkhorse` (the virtualenv's bin).
+HELPER = "!forkhorse git-credential"
 
 
 def agent_env(cli: Cli, protocol: str) -> dict[str, str]:
