@@ -91,7 +91,12 @@ def test_the_sample_info_refs_event_advertises_refs(function: tuple[ModuleType, 
     assert response["statusCode"] == 200
     assert response["headers"]["Content-Type"] == "application/x-git-upload-pack-advertisement"
     body = base64.b64decode(response["body"])
-    assert body.startswith(b"001e# service=git-upload-pack\n")
+    assert body.startswith(b"000eversion 2\n")  # the sample is git 2.39's: Git-Protocol v2
+    headers = {k: v for k, v in INFO_REFS_EVENT["headers"].items() if k != "git-protocol"}
+    response = module.handler({**INFO_REFS_EVENT, "headers": headers}, FakeLambdaContext())
+    assert response["statusCode"] == 200
+    body = base64.b64decode(response["body"])
+    assert body.startswith(b"001e# service=git-upload-pack\n")  # version 0 without it
 
 
 def test_missing_credentials_get_a_401(function: tuple[ModuleType, S3GitHost]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from forkhorse.adapters.git.s3 import S3GitHost
 
+from tests.hostile.test_git_serve import pkt, post
 from tests.integration.git.test_git_http_function import (  # noqa: F401 - fixtures
     as_api_gateway,
     aws,
@@ -304,3 +305,80 @@ def test_protocol_v2_partial_clone_through_the_lambda_handler(
     assert out.returncode == 0, out.stderr
     assert "command=fetch" in out.stderr
     assert (work / "README.md").read_text() == "on s3\n"
+
+
+V2 = {"Git-Protocol": "version=2"}
+
+
+def v2_request(command: str, *arguments: str) -> bytes:
+    head = pkt(f"command={command}\n") + pkt("object-format=sha1\n") + b"0001"
+    return head + b"".join(pkt(argument + "\n") for argument in arguments) + b"0000"
+
+
+def test_v2_requests_keep_the_version_0_rules(
+    history: tuple[Served, list[str]], secret: tuple[str, str]
+) -> None:
+    served, heads = history
+    commit, blob = secret
+    # a want another agent's fork alone reaches: git's not our ref, before any answer
+    for sha in (commit, blob):
+        status, body = post(
+            served,
+            "agent-a-token",
+            "fa",
+            "git-upload-pack",
+            v2_request("fetch", f"want {sha}", "done"),
+            V2,
+        )
+        assert (status, body[4:]) == (400, f"ERR upload-pack: not our ref {sha}\n".encode())
+    # ls-refs lists what version 0 advertises: never another fork's refs
+    status, body = post(
+        served,
+        "agent-a-token",
+        "fa",
+        "git-upload-pack",
+        v2_request("ls-refs", "symrefs", "peel", "ref-prefix refs/"),
+        V2,
+    )
+    assert status == 200
+    assert b"secret-branch" not in body
+    assert commit.encode() not in body
+    assert f"{heads[-1]} refs/heads/main\n".encode() in body
+    # a negotiation round without done: acknowledgments only, no pack
+    haves = [f"have {sha}" for sha in heads[:2]] + [f"have {commit}"]
+    haves += [f"have {index:040x}" for index in range(1, 400)]  # past negotiation_haves
+    status, body = post(
+        served,
+        "agent-a-token",
+        "fa",
+        "git-upload-pack",
+        v2_request("fetch", f"want {heads[-1]}", *haves),
+        V2,
+    )
+    assert status == 200
+    assert body.startswith(pkt("acknowledgments\n"))
+    assert f"ACK {heads[0]}".encode() in body
+    assert commit.encode() not in body  # the invisible have is never acknowledged
+    assert b"packfile" not in body
+    # then done: the pack, on side-band
+    status, body = post(
+        served,
+        "agent-a-token",
+        "fa",
+        "git-upload-pack",
+        v2_request("fetch", f"want {heads[-1]}", f"have {heads[1]}", "filter blob:none", "done"),
+        V2,
+    )
+    assert status == 200
+    assert body.startswith(pkt("packfile\n"))
+    assert b"PACK" in body
+    assert body.endswith(b"0000")
+    for malformed in (
+        v2_request("frobnicate"),
+        v2_request("fetch", "want-ref refs/heads/main", "done"),
+        v2_request("fetch", "want 1234", "done"),
+        pkt("command=fetch\n") + pkt("want x\n"),  # no delim, no flush
+    ):
+        status, body = post(served, "agent-a-token", "fa", "git-upload-pack", malformed, V2)
+        assert status == 400, (malformed, body)
+        assert body[4:8] == b"ERR "
