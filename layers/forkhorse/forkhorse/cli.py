@@ -19,16 +19,22 @@ from forkhorse.client.exits import CLIENT_EXTRA, EXIT_USAGE
 # What `pip install 'forkhorse[client]'` adds: without them the client commands say so.
 CLIENT_MODULES = frozenset({"httpx", "mcp"})
 
-# Modules exposing `register(subparsers)`; each adds its subcommands and sets `func`.
-COMMAND_MODULES: tuple[str, ...] = (
-    "forkhorse.flow.cli",
-    "forkhorse.serve",
-    "forkhorse.cli_image",
-    "forkhorse.gc",
-    "forkhorse.client.cli",
-    "forkhorse.attest.cli",
-    "forkhorse.signing_keys",
-)
+# Modules exposing `register(subparsers)`; each adds the subcommands named here and sets
+# `func` (a unit test keeps the names equal to what each module registers). A command line
+# naming one of them imports that module alone; `forkhorse --help` imports them all.
+COMMANDS_OF: dict[str, frozenset[str]] = {
+    "forkhorse.flow.cli": frozenset(
+        {"receipt", "findings", "gate", "review-findings", "qa", "triage-skip", "criteria"}
+    ),
+    "forkhorse.serve": frozenset({"serve", "demo"}),
+    "forkhorse.cli_image": frozenset({"image"}),
+    "forkhorse.gc": frozenset({"gc"}),
+    "forkhorse.client.cli": client_cli.COMMANDS,
+    "forkhorse.attest.cli": frozenset({"verify"}),
+    "forkhorse.signing_keys": frozenset({"keys"}),
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS_OF)
+CLIENT_COMMANDS = ("forkhorse.client.cli",)
 
 
 class ClientParser(argparse.ArgumentParser):
@@ -51,16 +57,22 @@ def build_parser(
     return parser
 
 
+def _parser_for(arguments: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the one module that registers the command named, or of them all."""
+    command = arguments[0] if arguments else None
+    if command in client_cli.COMMANDS:
+        # An agent's command (or git's credential helper) loads only the client: it starts fast.
+        return build_parser(CLIENT_COMMANDS, ClientParser)
+    owners = [name for name, commands in COMMANDS_OF.items() if command in commands]
+    return build_parser(owners if len(owners) == 1 else COMMAND_MODULES)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    parser: argparse.ArgumentParser | None = None
-    if not (arguments and arguments[0] in client_cli.COMMANDS):
-        parser = build_parser()
-        arguments = client_cli.route(parser, arguments)  # `gate REVIEW` is `review-gate`
-    if arguments and arguments[0] in client_cli.COMMANDS:
-        # An agent's command (or git's credential helper) loads only the client: it starts fast.
-        parser = build_parser(("forkhorse.client.cli",), ClientParser)
-    assert parser is not None
+    parser = _parser_for(arguments)
+    routed = client_cli.route(parser, arguments)  # `gate REVIEW` is `review-gate`
+    if routed != arguments:
+        arguments, parser = routed, _parser_for(routed)
     args = parser.parse_args(arguments)
     try:
         code: int = args.func(args)

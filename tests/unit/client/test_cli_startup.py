@@ -5,6 +5,7 @@ name the extra. A usage error exits 3, as the README's exit codes say."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -133,3 +134,24 @@ def test_a_usage_error_exits_3_and_the_help_hides_nothing(tmp_path: Path) -> Non
     top = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, check=True)
     assert "SUPPRESS" not in top.stdout
     assert "git-credential" in top.stdout
+
+
+def test_each_command_module_registers_the_commands_the_table_names() -> None:
+    from forkhorse import cli
+
+    for module, commands in cli.COMMANDS_OF.items():
+        parser = cli.build_parser((module,))
+        [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        assert set(subparsers.choices) == commands, module
+
+
+def test_gate_review_is_the_review_gate_and_gate_check_stays_flow_next(tmp_path: Path) -> None:
+    code, modules = _loaded(tmp_path, "gate", "REVIEW", "--help")
+    assert code == 0
+    assert "forkhorse.client.cli" in modules
+    code, modules = _loaded(tmp_path, "gate", "check", "--help")
+    assert code == 0
+    # Flow-Next's commands load flow and the domain's limits it shares, nothing of the rest.
+    rest = tuple(name for name in HEAVY if name != "forkhorse.domain")
+    assert "forkhorse.serve" not in modules
+    assert [name for name in modules if name.startswith(rest)] == []
