@@ -146,9 +146,7 @@ class GitHttpApp:
             return _refusal(start_response, route, decision.status, decision.message)
         with self._admission.admitted(route.project) as admitted:
             if not admitted:
-                if not route.advertise:
-                    return git_error(start_response, 503, route.service, BUSY)
-                return _busy(start_response, self._admission.retry_after_seconds)
+                return _busy(start_response, route, self._admission.retry_after_seconds)
             return self._admitted(environ, start_response, route, store, principal)
 
     def _admitted(
@@ -388,8 +386,15 @@ def _refusal(
 BUSY = "The server is busy with other git requests; try again shortly."
 
 
-def _busy(start_response: Callable[..., Any], retry_after: int) -> list[bytes]:
-    """Every git slot is taken: come back later (nothing of the request was read)."""
+def _busy(start_response: Callable[..., Any], route: _Route, retry_after: int) -> list[bytes]:
+    """Every git slot is taken: come back later (nothing of the request was read). A POST
+    gets git's own error, which git prints; both carry `Retry-After`."""
+
+    def with_retry(status: str, headers: list[tuple[str, str]]) -> Any:
+        return start_response(status, [*headers, ("Retry-After", str(retry_after))])
+
+    if not route.advertise:
+        return git_error(with_retry, 503, route.service, BUSY)
     start_response(
         "503 Service Unavailable",
         [
