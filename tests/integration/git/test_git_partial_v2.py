@@ -382,3 +382,36 @@ def test_v2_requests_keep_the_version_0_rules(
         status, body = post(served, "agent-a-token", "fa", "git-upload-pack", malformed, V2)
         assert status == 400, (malformed, body)
         assert body[4:8] == b"ERR "
+
+
+def test_a_partial_clone_fetches_on_and_combines_with_depth(
+    history: tuple[Served, list[str]], tmp_path: Path
+) -> None:
+    served, _ = history
+    work = clone(served, tmp_path, "--filter=blob:none", "--depth=1")
+    assert git("rev-list", "--count", "HEAD", cwd=work) == "1"
+    assert (work / "small.txt").read_text() == "small 2\n"
+    out = run("fetch", "-q", "--deepen=1", cwd=work)
+    assert out.returncode == 0, out.stderr
+    assert git("rev-list", "--count", "HEAD", cwd=work) == "2"
+    # new work on the agent's fork arrives with the clone's filter, blobs lazily after
+    partial = clone_to(served, tmp_path / "p2", "agent-a-token", "fa")
+    fork = tmp_path / "fork-work"
+    out = run("clone", "-q", served.remote("agent-a-token", "fa"), str(fork), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (fork / "later.txt").write_text("later\n")
+    git("add", "-A", cwd=fork)
+    run("commit", "-q", "-m", "later", cwd=fork)
+    assert run("push", "-q", "origin", "main", cwd=fork).returncode == 0
+    out = run("pull", "-q", "--ff-only", cwd=partial)
+    assert out.returncode == 0, out.stderr
+    assert (partial / "later.txt").read_text() == "later\n"
+    assert git("config", "remote.origin.partialclonefilter", cwd=partial) == "blob:none"
+
+
+def clone_to(served: Served, work: Path, token: str, fork: str) -> Path:
+    out = run(
+        "clone", "-q", "--filter=blob:none", served.remote(token, fork), str(work), cwd=work.parent
+    )
+    assert out.returncode == 0, out.stderr
+    return work
