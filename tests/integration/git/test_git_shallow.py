@@ -126,3 +126,19 @@ def test_a_deepen_walk_is_bounded(history: tuple[Served, list[str]], tmp_path: P
     assert section.read_commits == 3
     assert deep == {sha.encode() for sha in shas[-3:]}
     assert shallow == {shas[-4].encode()}
+
+
+def test_shallow_exclude_stops_at_a_ref(history: tuple[Served, list[str]], tmp_path: Path) -> None:
+    served, shas = history
+    source = tmp_path / "owner"
+    git("push", served.remote("agent-a-token", "fa"), f"{shas[2]}:refs/tags/old", cwd=source)
+    git("push", served.remote("agent-a-token", "fa"), "main", cwd=source)
+    remote = served.remote("agent-a-token", "fa")
+    for version in ("0", "2"):
+        work = tmp_path / f"excluded-v{version}"
+        v = ("-c", f"protocol.version={version}")
+        git(*v, "clone", "-q", "--shallow-exclude=old", remote, str(work), cwd=tmp_path)
+        assert depth(work) == DEPTH - 3  # days 3, 4 and 5
+        assert (work / ".git" / "shallow").read_text().split() == [shas[3]]
+        refused = git(*v, "fetch", "--shallow-exclude=nope", "origin", cwd=work, check=False)
+        assert "ambiguous deepen-not: nope" in refused, refused

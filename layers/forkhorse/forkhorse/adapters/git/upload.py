@@ -43,6 +43,7 @@ from dulwich.server import Backend, UploadPackHandler
 from forkhorse.adapters.git.filters import ObjectFilter, PackEntry, filtered
 from forkhorse.adapters.git.probe import probe_object
 from forkhorse.adapters.git.shallow import (
+    CAPABILITY_DEEPEN_NOT,
     CAPABILITY_DEEPEN_RELATIVE,
     CAPABILITY_DEEPEN_SINCE,
     INFINITE_DEPTH,
@@ -57,8 +58,8 @@ _TAG = 4
 _SPOOL_BYTES = 1024 * 1024
 _REUSE_SHARE = 4  # stored deltas are reused when at least a quarter of the store is sent
 ALLOW_REACHABLE_SHA1_IN_WANT = b"allow-reachable-sha1-in-want"
-_FIRST_SECTION = (b"want", b"shallow", b"deepen", b"filter", b"deepen-since")
-_UNSUPPORTED = (b"deepen-not", b"deepen-relative")
+_FIRST_SECTION = (b"want", b"shallow", b"deepen", b"filter", b"deepen-since", b"deepen-not")
+_UNSUPPORTED = (b"deepen-relative",)
 
 
 def not_our_ref(sha: bytes) -> Refused:
@@ -217,6 +218,10 @@ def _kept(
         if not argument.isdigit() or len(argument) > 12:
             raise Refused(400, "upload-pack: deepen-since needs a time in seconds.")
         return True
+    if command == b"deepen-not":
+        if not argument or len(argument) > 1000:
+            raise Refused(400, "upload-pack: deepen-not needs a ref name.")
+        return True
     sha = argument.split(b" ", 1)[0] if command == b"want" else argument  # capabilities
     if len(sha) != 40 or not valid_hexsha(sha) or sha != sha.lower():
         raise Refused(400, f"upload-pack: {command.decode()} needs an object id.")
@@ -316,6 +321,7 @@ class BoundedUploadPack(UploadPackHandler):
         return [
             *super().capabilities(),
             CAPABILITY_DEEPEN_SINCE,
+            CAPABILITY_DEEPEN_NOT,
             CAPABILITY_DEEPEN_RELATIVE,
             ALLOW_REACHABLE_SHA1_IN_WANT,
         ]
@@ -334,7 +340,7 @@ class BoundedUploadPack(UploadPackHandler):
 
         def find_missing(determine_wants: Any, graph_walker: Any, *args: Any, **kw: Any) -> Any:
             relative = lambda: self.has_capability(CAPABILITY_DEEPEN_RELATIVE)  # noqa: E731
-            ShallowSection(graph_walker, relative=relative).install()
+            ShallowSection(graph_walker, relative=relative, refs=self.repo.get_refs).install()
             satisfied = graph_walker.all_wants_satisfied
             graph_walker.all_wants_satisfied = _bounded(graph_walker, satisfied, self._walk_limit)
 
