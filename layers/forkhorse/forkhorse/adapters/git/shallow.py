@@ -1,4 +1,4 @@
-"""Shallow fetches: `deepen`, `deepen-relative`, `deepen-since` and `--unshallow` (issue 29).
+"""Shallow fetches: `deepen`, `deepen-relative`, `deepen-since`, `deepen-not`, `--unshallow`.
 
 dulwich's upload-pack understands `shallow` lines and `deepen <n>` only, and walks the
 whole history for a deep request. Here the request's shallow section (after its wants) is
@@ -42,7 +42,7 @@ CAPABILITY_DEEPEN_SINCE = b"deepen-since"
 CAPABILITY_DEEPEN_RELATIVE = b"deepen-relative"
 CAPABILITY_DEEPEN_NOT = b"deepen-not"
 INFINITE_DEPTH = 0x7FFFFFFF  # what `git fetch --unshallow` asks for
-_MARKER = b"deepen 0"  # never sent by git (depths start at 1): a deepen-since was set aside
+_MARKER = b"deepen 0"  # never sent by git (depths start at 1): a line was set aside
 
 
 class ShallowSection:
@@ -70,8 +70,9 @@ class ShallowSection:
         self._walker._handle_shallow_request = self._handle
 
     def _read_proto_line(self, allowed: Iterable[bytes | None] | None) -> Any:
-        """dulwich's line reader, except that a `deepen-since` line right after the wants
-        starts the shallow section (dulwich's `determine_wants` knows only `deepen`)."""
+        """dulwich's line reader, except that a `deepen-since` or `deepen-not` line right
+        after the wants starts the shallow section (dulwich's `determine_wants` knows only
+        `shallow` and `deepen` there)."""
         line = self._walker.proto.read_pkt_line()
         if line is not None and line.startswith((b"deepen-since ", b"deepen-not ")):
             self._set_aside.append(line)
