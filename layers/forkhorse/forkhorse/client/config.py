@@ -9,7 +9,6 @@ token goes only to the configured service's origin (`forkhorse.client.origin`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from forkhorse.client.errors import UsageError
@@ -24,18 +23,38 @@ DEFAULT_PROFILE = "default"
 MAX_TOKEN_BYTES = 4096
 
 
-@dataclass(frozen=True)
 class ClientConfig:
     """The service and the token. The URL must be http(s) with no user info, and plain http
     only to a loopback host (`origin.service_origin`): a configuration that would send the
-    token in clear is refused here, before any request."""
+    token in clear is refused here, before any request. Immutable, and its repr never shows
+    the token. (A plain class: `dataclasses` would cost every command, git's credential
+    helper included, a tenth of its start-up.)"""
 
+    __slots__ = ("project", "token", "url")
     url: str
-    token: str = field(repr=False)
-    project: str | None = None
+    token: str
+    project: str | None
 
-    def __post_init__(self) -> None:
-        service_origin(self.url)
+    def __init__(self, url: str, token: str, project: str | None = None) -> None:
+        service_origin(url)
+        object.__setattr__(self, "url", url)
+        object.__setattr__(self, "token", token)
+        object.__setattr__(self, "project", project)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ClientConfig is immutable: cannot set {name}")
+
+    def _key(self) -> tuple[str, str, str | None]:
+        return self.url, self.token, self.project
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClientConfig) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"ClientConfig(url={self.url!r}, project={self.project!r})"
 
 
 def config_path() -> Path:
