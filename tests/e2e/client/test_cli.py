@@ -232,7 +232,8 @@ def test_a_wait_that_runs_out_exits_2(
         "submit", "--packet", agent.packet, "--timeout", "0.5", cwd=agent.checkout.path
     )
     assert ran.code == 2
-    assert ran.stderr.endswith("error: The receipt was still running after 0.5 s.\n")
+    assert "error: The receipt was still running after 0.5 s.\n" in ran.stderr
     review = ran.stderr.split("review ", 1)[1].split(":", 1)[0]
+    assert ran.stderr.splitlines()[-1].startswith(f"  follow it: forkhorse wait {review}")
     waited = agent.cli.run("wait", review, "--json")
     assert (waited.code, waited.json()["status"]) == (0, "passed")
