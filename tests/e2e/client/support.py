@@ -39,9 +39,11 @@ def command_lines() -> set[str]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                found.add((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+                raw = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
+            # Another process's arguments need not be UTF-8.
+            found.add(raw.replace(b"\0", b" ").decode(errors="replace"))
     return found
 
 
