@@ -103,6 +103,19 @@ def test_the_api_function_trusts_the_lambda_authorizer(aws: DynamoDbStore) -> No
     assert api.handler(anonymous, FakeLambdaContext())["statusCode"] == 401
 
 
+def test_an_undeclared_method_reaching_the_api_function_is_405_with_allow(
+    aws: DynamoDbStore,
+) -> None:
+    """The template's catch-all route sends it to the API function, as locally."""
+    event = sample_event("api_create_project.json")
+    event["requestContext"]["http"]["method"] = "PUT"
+    event["routeKey"] = "ANY /{proxy+}"
+    answered = load_function("api").handler(event, FakeLambdaContext())
+    assert answered["statusCode"] == 405, answered
+    assert answered["headers"]["Allow"] == "GET, POST"
+    assert aws.list_projects() == []
+
+
 def test_the_owner_sets_the_policy_through_the_api_function(aws: DynamoDbStore) -> None:
     api = load_function("api")
     created = api.handler(sample_event("api_create_project.json"), FakeLambdaContext())
