@@ -96,10 +96,12 @@ def test_shallow_since_cuts_history_at_a_date(
     assert depth(work) == DEPTH
 
 
+@pytest.mark.parametrize("version", ["0", "2"])
 def test_a_plain_fetch_and_pull_from_a_shallow_clone_work(
-    history: tuple[Served, list[str]], tmp_path: Path
+    history: tuple[Served, list[str]], tmp_path: Path, version: str
 ) -> None:
     served, _ = history
+    v = ("-c", f"protocol.version={version}")
     work = shallow_clone(served, tmp_path, "--depth", "1")
     source = tmp_path / "owner"
     (source / "later.txt").write_text("later\n")
@@ -108,9 +110,10 @@ def test_a_plain_fetch_and_pull_from_a_shallow_clone_work(
     output = git("push", served.remote("agent-a-token", "fa"), "main", cwd=source, check=False)
     assert served.store.head("fa") == later, output
     git("remote", "set-url", "origin", served.remote("agent-a-token", "fa"), cwd=work)
-    git("pull", "-q", "--ff-only", "origin", "main", cwd=work)
+    git(*v, "pull", "-q", "--ff-only", "origin", "main", cwd=work)
     assert git("rev-parse", "HEAD", cwd=work) == later
     assert depth(work) == 2
+    assert (work / ".git" / "shallow").exists()
 
 
 def test_a_deepen_walk_is_bounded(history: tuple[Served, list[str]], tmp_path: Path) -> None:
