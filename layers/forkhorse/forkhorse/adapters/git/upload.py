@@ -63,7 +63,9 @@ _UNSUPPORTED = (b"deepen-relative",)
 
 
 def not_our_ref(sha: bytes) -> Refused:
-    return Refused(400, f"upload-pack: not our ref {sha.decode('ascii', 'replace')}")
+    """A want the caller may not read. Real git meets it (a ref moved between its requests),
+    so it is not a malformed request: git prints the ERR line (`wire.git_error`)."""
+    return Refused(404, f"upload-pack: not our ref {sha.decode('ascii', 'replace')}")
 
 
 class CloneTooLarge(Refused):
