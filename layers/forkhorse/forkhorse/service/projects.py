@@ -113,11 +113,12 @@ class Projects:
 
     def list_projects(self, caller: Caller) -> ProjectList:
         """An owner's own projects; an agent's, the projects it is a member of."""
-        projects = self._c.store.list_projects()
+        store = self._c.store
         if caller.is_owner:
-            shown = [p for p in projects if p.owner_id == caller.id]
+            shown = [p for p in store.list_projects() if p.owner_id == caller.id]
         else:
-            shown = [p for p in projects if self._c.store.is_member(p.id, caller.id)]
+            found = (store.get_project(p) for p in store.member_projects(caller.id))
+            shown = [project for project in found if project is not None]
         return ProjectList(projects=[self._project_view(project) for project in shown])
 
     def _project_view(self, project: Project) -> ProjectView:

@@ -70,11 +70,18 @@ class DynamoDbProjects(DynamoDbTable):
         )
 
     def add_member(self, project_id: str, agent_id: str) -> None:
-        item = {
+        """The membership on both sides, together: the project's and the agent's."""
+        member = {
             **item_key(f"PROJECT#{project_id}", f"MEMBER#{agent_id}"),
             "agentId": str_attr(agent_id),
         }
-        self._client.put_item(TableName=self._table, Item=item)
+        member_of = {
+            **item_key(f"AGENT#{agent_id}", f"MEMBEROF#{project_id}"),
+            "projectId": str_attr(project_id),
+        }
+        self._transact(
+            *({"Put": {"TableName": self._table, "Item": item}} for item in (member, member_of))
+        )
 
     def is_member(self, project_id: str, agent_id: str) -> bool:
         return self._get(item_key(f"PROJECT#{project_id}", f"MEMBER#{agent_id}")) is not None
@@ -82,6 +89,10 @@ class DynamoDbProjects(DynamoDbTable):
     def list_members(self, project_id: str) -> list[str]:
         items = self._query(f"PROJECT#{project_id}", "MEMBER#")
         return [str(item["agentId"]["S"]) for item in items]
+
+    def member_projects(self, agent_id: str) -> list[str]:
+        items = self._query(f"AGENT#{agent_id}", "MEMBEROF#")
+        return [str(item["projectId"]["S"]) for item in items]
 
     def create_fork(self, fork: Fork, per_agent: int = FORKS.per_agent) -> bool:
         """The fork and its agent's count in the project, in one transaction."""

@@ -10,6 +10,7 @@ Layout (pk / sk):
                from a fork, so `/state` reads the active set without the history),
                PUBLISHED#<commit> (a done promotion put it on canonical),
                AGENTFORKS#<agent> (`forks`: how many forks the agent created there)
+  AGENT#<agent> / MEMBEROF#<p>         the agent's side of a membership (written with MEMBER#)
   REVIEWS#<p> / REVIEW#<created>#<id>  the project's review history (pointers), apart from
                                        the project's own partition
   CLAIM#<packet> / CLAIM               the packet's claim (agentId, untilUs)

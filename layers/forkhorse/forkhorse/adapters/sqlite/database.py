@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS claims (packet_id TEXT PRIMARY KEY, data TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS reviews (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, project_id TEXT NOT NULL,
     running INTEGER NOT NULL, data TEXT NOT NULL, latest INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS members_by_agent ON members (agent_id, project_id);
 CREATE INDEX IF NOT EXISTS reviews_by_project ON reviews (project_id, seq);
 CREATE INDEX IF NOT EXISTS reviews_running ON reviews (running);
 CREATE TABLE IF NOT EXISTS promotions (

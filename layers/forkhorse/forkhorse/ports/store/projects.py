@@ -34,6 +34,11 @@ class ProjectStore(Protocol):
 
     def list_members(self, project_id: str) -> list[str]: ...
 
+    def member_projects(self, agent_id: str) -> list[str]:
+        """The ids of the projects the agent is a member of, in id order: read from the
+        agent's side, so its cost is its memberships, not the deployment's projects."""
+        ...
+
     def create_fork(self, fork: Fork, per_agent: int = FORKS.per_agent) -> bool:
         """False if the fork id exists in its project. Raises `ForkLimitReached` when its
         agent has `per_agent` forks there already; the count and the insert are atomic."""
