@@ -40,6 +40,30 @@ def test_a_javascript_quick_check_parses_and_names_its_runtime() -> None:
     assert (check.language, parse_one(QUICK).language) == ("javascript", "python")
 
 
+@pytest.mark.parametrize(
+    ("file_name", "language"),
+    [
+        ("brand.v2.js", "javascript"),
+        ("check.node.js", "javascript"),
+        ("x.y.py", "python"),
+        ("brand.js.js", "javascript"),
+        (".hidden.py", "python"),
+        ("my check (v2)=ok.js", "javascript"),
+        ("caf\u00e9.py", "python"),
+    ],
+)
+def test_any_safe_file_name_directly_under_the_quick_directory_is_a_module(
+    file_name: str, language: str
+) -> None:
+    """The spec: one `.js` file immediately under `.forkhorse/quick/`; its name follows the
+    snapshot's path rules, and the last extension picks the runtime."""
+    item = {"name": "q", "tier": "quick", "module": ".forkhorse/quick/" + file_name}
+    check = parse_one(item)
+    assert isinstance(check, QuickCheckDef)
+    assert check.definition() == item
+    assert check.language == language
+
+
 def test_a_full_check_gets_the_default_timeout() -> None:
     check = parse_one(FULL)
     assert isinstance(check, FullCheckDef)
@@ -131,7 +155,18 @@ INVALID = [
     (json.dumps([{**QUICK, "module": ".forkhorse/brand.py"}]), "module-wrong-dir", None),
     (json.dumps([{**QUICK, "module": "brand.py"}]), "module-bare", None),
     (json.dumps([{**QUICK, "module": ".forkhorse/quick/.py"}]), "module-no-stem", None),
-    (json.dumps([{**QUICK, "module": ".forkhorse/quick/.hidden.py"}]), "module-hidden", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/..py"}]), "module-dot-stem", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/...js"}]), "module-dots-stem", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/.git"}]), "module-git", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/.git/a.js"}]), "module-git-dir", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick//a.js"}]), "module-empty-segment", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/./a.js"}]), "module-dot-segment", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/a\x7fb.js"}]), "module-del", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/a\u0085b.js"}]), "module-c1", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/a\u2028b.py"}]), "module-lsep", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/a.js/"}]), "module-trailing-slash", None),
+    (json.dumps([{**QUICK, "module": ".forkhorse/quick/"}]), "module-dir-only", None),
+    (json.dumps([{**QUICK, "module": "x/.forkhorse/quick/a.js"}]), "module-prefixed-dir", None),
     (json.dumps([{**QUICK, "module": ".forkhorse/quick/a\\b.py"}]), "module-backslash", None),
     (json.dumps([{**QUICK, "module": ".forkhorse/quick/a\nb.py"}]), "module-control", None),
     (json.dumps([{**QUICK, "module": ".forkhorse/quick/brand.py "}]), "module-space", None),

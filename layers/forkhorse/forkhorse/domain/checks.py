@@ -12,11 +12,12 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from pydantic import BaseModel, Field
 
 from forkhorse.domain.limits import PROTECTS, SNAPSHOT
+from forkhorse.domain.snapshot import is_safe_entry_name
 from forkhorse.domain.wire import WIRE_CONFIG, is_none
 
 CHECKS_PATH = ".forkhorse/checks"
@@ -39,7 +40,6 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # A quick module's extension picks its runtime; this is the one place that choice is made.
 type QuickLanguage = Literal["python", "javascript"]
 QUICK_LANGUAGES: dict[str, QuickLanguage] = {".py": "python", ".js": "javascript"}
-_MODULE = re.compile(re.escape(QUICK_MODULE_DIR) + r"[A-Za-z0-9_][A-Za-z0-9_-]*\.(?:py|js)")
 _IMAGE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -176,13 +176,35 @@ def _parse_quick(where: str, name: str, item: dict[str, object]) -> QuickCheckDe
         where, item, required=QUICK_REQUIRED_FIELDS, allowed=QUICK_FIELDS, tier="quick"
     )
     module = item["module"]
-    if not isinstance(module, str) or not _MODULE.fullmatch(module):
+    if not _is_quick_module(module):
         raise InvalidChecksConfig(
             f"{where} has the module {_shown(module)}; a quick module must be one .js or .py "
-            f"file directly under {QUICK_MODULE_DIR} (letters, digits, underscores or hyphens)."
+            f"file directly under {QUICK_MODULE_DIR} (a safe file name: no backslash, "
+            "control character or line separator, and not .git)."
         )
     protects = _parse_protects(where, item)
     return QuickCheckDef(name=name, module=module, protects=protects)
+
+
+def _is_quick_module(module: object) -> TypeGuard[str]:
+    """The spec's rule: one `.js` (or our `.py`) file immediately under `.forkhorse/quick/`.
+
+    The file name is any name the snapshot's path rules accept (no `/`, backslash, control
+    character, `.`/`..` or `.git`), so `brand.v2.js` and `check.node.js` are modules. The
+    extension is case-sensitive and picks the runtime; the stem must hold more than dots.
+    A line separator (U+2028, U+2029) is refused too: the sandbox's hello is line-based.
+    """
+    if not isinstance(module, str) or not module.startswith(QUICK_MODULE_DIR):
+        return False
+    file_name = module.removeprefix(QUICK_MODULE_DIR)
+    extension = file_name[file_name.rfind(".") :] if "." in file_name else ""
+    stem = file_name.removesuffix(extension)
+    return (
+        extension in QUICK_LANGUAGES
+        and stem.strip(".") != ""
+        and is_safe_entry_name(file_name)
+        and len(file_name.splitlines()) == 1
+    )
 
 
 def _parse_full(where: str, name: str, item: dict[str, object]) -> FullCheckDef:
