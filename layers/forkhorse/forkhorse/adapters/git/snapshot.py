@@ -14,10 +14,10 @@ first. The exports measure every path and byte against `ExportLimits` before wri
 (headers only), charge them again as they write, and check the check's deadline before
 every entry.
 
-`stat` materializes an 8 KiB sample of a whole object and charges that. A delta object in
-a pack cannot be sampled without dulwich resolving its whole chain and rebuilding the
-complete blob in memory (see `probe`), so `stat` charges a delta blob's full size, and
-refuses it before rebuilding when that is past the byte budget.
+`stat` materializes an 8 KiB sample and charges that, whatever the object's storage: a
+whole object's sample is a prefix of its stream; a delta's is built from only the
+instructions and base bytes that make its first 8 KiB (see `probe.delta_prefix`), never the
+whole blob.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from dulwich.errors import ObjectFormatException
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Commit, Tree
 
-from forkhorse.adapters.git.probe import ObjectProbe, probe_object, read_raw
+from forkhorse.adapters.git.gitdir import git_files
+from forkhorse.adapters.git.probe import ObjectProbe, delta_prefix, probe_object, read_raw
 from forkhorse.domain.limits import EXPORT, ExportLimits
 from forkhorse.domain.snapshot import (
     BINARY_SAMPLE_BYTES,
@@ -130,18 +131,17 @@ class DulwichSnapshot:
         return self.blob_header(sha).size
 
     def stat_bytes(self, sha: str) -> int:
-        """What `blob_stat` materializes: a sample, or the whole blob for a delta."""
-        header = self.blob_header(sha)
-        return header.size if header.prefix is None else min(header.size, BINARY_SAMPLE_BYTES)
+        """What `blob_stat` materializes: the sample, whatever the object's storage."""
+        return min(self.blob_size(sha), BINARY_SAMPLE_BYTES)
 
     def blob_stat(self, sha: str) -> FileStat:
-        """Size and the binary flag from at most an 8 KiB sample (a delta: see the module)."""
+        """Size and the binary flag from at most an 8 KiB sample (a delta's too)."""
         cached = self._stats.get(sha)
         if cached is None:
             header = self.blob_header(sha)
             with self._lock:
-                if header.prefix is None:  # a delta: dulwich rebuilds the whole blob
-                    sample = read_raw(self._objects, sha)[:BINARY_SAMPLE_BYTES]
+                if header.prefix is None:  # a delta: only what builds its first 8 KiB
+                    sample = delta_prefix(self._objects, sha, BINARY_SAMPLE_BYTES)
                 else:
                     sample = probe_object(self._objects, sha, BINARY_SAMPLE_BYTES).prefix or b""
             cached = FileStat(size=header.size, binary=b"\0" in sample)
@@ -197,6 +197,7 @@ class DulwichSnapshot:
         dest_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._write_tree(dest_dir, _ExportBlobs(self, ExportBudget(limits, deadline)))
+            self._write_git_dir(dest_dir / ".git", deadline, limits)
         except BaseException:
             _remove_partial(dest_dir, created)
             raise
@@ -225,6 +226,8 @@ class DulwichSnapshot:
                         target = blobs.charged(entry)
                         info.linkname = target.decode("utf-8", "surrogateescape")
                     archive.addfile(info)
+            for name, content in self._git_files(deadline, limits):
+                archive.addfile(*_git_tar_member(name, content))
 
     def measure(self, deadline: float | None = None, limits: ExportLimits = EXPORT) -> None:
         """Walk the tree as an export would, writing nothing, and refuse it past a limit.
@@ -252,6 +255,30 @@ class DulwichSnapshot:
         finally:
             for fd in open_dirs:
                 os.close(fd)
+
+    def _git_files(
+        self, deadline: float | None, limits: ExportLimits
+    ) -> Iterator[tuple[str, IO[bytes] | bytes | None]]:
+        """The checkout's `.git`: this commit and its own history only (`gitdir`)."""
+        with self._lock:
+            yield from git_files(
+                self._objects, self._commit, self.walk(), self.blob_size, limits, deadline
+            )
+
+    def _write_git_dir(self, git_dir: Path, deadline: float | None, limits: ExportLimits) -> None:
+        git_dir.mkdir(0o755)
+        for name, content in self._git_files(deadline, limits):
+            target = git_dir / name
+            if content is None:
+                target.mkdir(0o755)
+                continue
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as handle:
+                if isinstance(content, bytes):
+                    handle.write(content)
+                else:
+                    shutil.copyfileobj(content, handle)
+                os.fchmod(handle.fileno(), 0o644)
 
     def _commit_tree(self, commit: str) -> str:
         with self._lock:
@@ -458,6 +485,24 @@ def _write_file(dir_fd: int, entry: Entry, data: bytes) -> None:
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         os.fchmod(handle.fileno(), mode)  # the umask must not change the recorded mode
+
+
+def _git_tar_member(
+    name: str, content: IO[bytes] | bytes | None
+) -> tuple[tarfile.TarInfo, IO[bytes] | None]:
+    info = tarfile.TarInfo(f".git/{name}")
+    info.mtime = _TAR_MTIME
+    info.uname = info.gname = ""
+    if content is None:
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        return info, None
+    info.type, info.mode = tarfile.REGTYPE, 0o644
+    if isinstance(content, bytes):
+        info.size = len(content)
+        return info, io.BytesIO(content)
+    info.size = content.seek(0, io.SEEK_END)
+    content.seek(0)
+    return info, content
 
 
 def _tar_info(path: str, entry: Entry) -> tarfile.TarInfo:
