@@ -224,14 +224,16 @@ def test_the_archive_holds_the_exact_tree(
     else:
         query = parse_qs(urlparse(link.url).query)
         assert query["X-Amz-Expires"] == ["180"]
-        assert urlparse(link.url).path.endswith(f"/archives/{snapshot.tree}.tar")
+        assert urlparse(link.url).path.endswith(f"/archives/{snapshot.commit}.tar")
         s3 = store._s3  # type: ignore[attr-defined]
-        key = f"archives/{snapshot.tree}.tar"
+        key = f"archives/{snapshot.commit}.tar"
         data = s3.get_object(Bucket=store._bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         members = {member.name: archive.extractfile(member) for member in archive.getmembers()}
         contents = {name: handle.read() for name, handle in members.items() if handle}
-    assert contents == {"file.txt": b"version 2\n", "side.txt": b"side 0\n"}
+    tree = {name: data for name, data in contents.items() if not name.startswith(".git/")}
+    assert tree == {"file.txt": b"version 2\n", "side.txt": b"side 0\n"}
+    assert contents[".git/HEAD"] == f"{commits[3]}\n".encode()  # the exact commit, detached
 
 
 def test_objects_imported_twice_are_harmless(host: Any, history: tuple[Path, list[str]]) -> None:

@@ -172,7 +172,9 @@ def test_the_directory_export_is_the_exact_tree(
     assert os.stat(out / "README.md").st_mode & 0o777 == 0o644
     assert (out / "data" / "latin1.txt").read_bytes() == "café".encode("latin-1")
     exported = sorted(
-        str(path.relative_to(out)) for path in out.rglob("*") if path.is_file() or path.is_symlink()
+        str(path.relative_to(out))
+        for path in out.rglob("*")
+        if (path.is_file() or path.is_symlink()) and path.relative_to(out).parts[0] != ".git"
     )
     tracked = git("ls-tree", "-r", "-z", "--name-only", commit, cwd=repo).split("\0")
     assert exported == sorted(path for path in tracked if path and path != "vendor/module")

@@ -123,6 +123,11 @@ class ExportLimits:
     paths: int = 50_000  # files, directories, links and submodules
     bytes: int = 512 * MIB  # file and link contents
     path_levels: int = 256  # one open directory per level while writing
+    # The checkout's `.git` (`adapters/git/gitdir.py`): the commit's history, breadth first,
+    # up to this many commits and this much raw object content (the commit's own tree
+    # included); past either the `.git` is shallow and `git log` stops at the boundary.
+    history_commits: int = 10_000
+    history_bytes: int = 256 * MIB
 
 
 # --- the quick sandbox (bubblewrap child) -------------------------------------------------

@@ -337,10 +337,11 @@ class DiskGitStore(DulwichGitStore):
         return (self.repo_path(fork) / "HEAD").is_file()
 
     def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
-        """Locally the archive is a file under the state dir, named by its tree SHA."""
+        """Locally the archive is a file under the state dir, named by its commit SHA (its
+        `.git` holds the commit's history, so two commits of one tree differ)."""
         snapshot = self.open_snapshot(commit)
         self._archives.mkdir(parents=True, exist_ok=True)
-        target = self._archives / f"{snapshot.tree}.tar"
+        target = self._archives / f"{snapshot.commit}.tar"
         if not target.exists():
             with tempfile.NamedTemporaryFile(dir=self._archives, delete=False) as partial:
                 try:

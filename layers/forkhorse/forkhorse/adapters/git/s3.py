@@ -1,7 +1,7 @@
 """AWS GitStore: packs in S3 through a dulwich `BucketBasedObjectStore`, refs in DynamoDB.
 
 S3 keys: `git/<project>/packs/pack-<sha>.pack` and `.idx` (the index is written last, so a
-pack becomes visible only when complete); snapshot archives at `archives/<tree>.tar`.
+pack becomes visible only when complete); snapshot archives at `archives/<commit>.tar`.
 DynamoDB (the single table): `pk = REPO#<project>#canonical` or `REPO#<project>#fork#<fork>`;
 `sk = META` marks the repository, `sk = REF#<name>` holds one ref. Every ref write is a
 conditional write, so a compare-and-set has exactly one winner.
@@ -286,7 +286,7 @@ class S3GitStore(DulwichGitStore):
 
     def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
         snapshot = self.open_snapshot(commit)
-        key = f"archives/{snapshot.tree}.tar"
+        key = f"archives/{snapshot.commit}.tar"  # the tree and the commit's `.git`
         if not self._archive_exists(key):
             with tempfile.TemporaryFile() as archive:
                 snapshot.export_tar(archive, deadline)
