@@ -103,6 +103,18 @@ def validate_container(findings: object, where: Where = ()) -> Mapping[str, Any]
     return container
 
 
+# Any surrogate escape in the ASCII encoding (a pair is a non-BMP character, a lone one is not).
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _encodes_as_utf8(container: Mapping[str, Any]) -> bool:
+    try:
+        json.dumps(container, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def canonical_order(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Severity P0 -> P3, then confidence descending, then ordinal ascending."""
     return sorted(
@@ -115,10 +127,15 @@ def _check_encoded_size(container: Mapping[str, Any], where: Where) -> None:
     try:
         # \uXXXX escapes are never shorter than UTF-8, so the faster ASCII encoding is an upper
         # bound; the exact UTF-8 size is measured only when that bound is over the limit.
-        bound = len(json.dumps(container, separators=(",", ":"), allow_nan=False))
+        text = json.dumps(container, separators=(",", ":"), allow_nan=False)
+        bound = len(text)
         size = bound if bound <= MAX_ENCODED_BYTES else encoded_size(container)
     except (TypeError, ValueError, RecursionError) as exc:
         raise fail("findings.json", where, "not representable as JSON") from exc
+    if _SURROGATE_ESCAPE.search(text) and not _encodes_as_utf8(container):
+        # A lone surrogate cannot be UTF-8, so no receipt file can hold it, and the ids hashed
+        # over UTF-8 (finding ids, history names) could not be computed: refused, never raised.
+        raise fail("findings.json", where, "has a lone surrogate (not encodable as UTF-8)")
     if size > MAX_ENCODED_BYTES:
         raise fail("findings.size", where, f"encoded size {size} > {MAX_ENCODED_BYTES}")
 

@@ -1,9 +1,14 @@
 """Receipt history on disk: the only flow module that touches files.
 
-Layout: `<receipt-path>` is the latest receipt; before it is replaced, its valid generation is
-kept at `<receipt-path>.history/<sha256(sourceReceiptId)>.json`. Every write is atomic (temp file,
+Layout: `<receipt-path>` is the latest receipt; before it is replaced, its valid findings
+generation (whatever its envelope says, as the reference keeps it) is kept at
+`<receipt-path>.history/<sha256(sourceReceiptId)>.json`. Every write is atomic (temp file,
 fsync, rename); a history entry is published without clobbering, so rewriting a generation with
 different content is refused; writers of one receipt path serialise on a lock.
+
+Every file is read by one strict reader (`parse_json`: the API's rules, so no NaN or Infinity,
+no lone surrogate, bounded size and depth) and nothing is written that it would refuse
+(`check_storable`): what a producer writes, `receipt validate` can read.
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from forkhorse.domain.limits import API_INPUT
-from forkhorse.domain.strict_json import parse_body
+from forkhorse.domain.limits import API_INPUT, ApiInputLimits
+from forkhorse.domain.strict_json import InputRefused, check_value, parse_body
 from forkhorse.flow.envelope import check_findings_binding, check_receipt
 from forkhorse.flow.ids import history_name
 from forkhorse.flow.rules import RuleViolation, canonical_json
@@ -48,18 +53,44 @@ def history_path(receipt_path: Path, source_receipt_id: str) -> Path:
     return history_dir(receipt_path) / history_name(source_receipt_id)
 
 
-def read_json(path: Path) -> Any:
+# What a receipt file may be, read or written: the API's input rules.
+STORED: Final = API_INPUT
+
+
+def read_json(path: Path, limits: ApiInputLimits = STORED) -> Any:
     """Parse a JSON file strictly and within the API's input bounds (no NaN or Infinity, no
     lone surrogate, bounded size and depth); OSError for I/O problems, ValueError otherwise."""
     with path.open("rb") as handle:
-        raw = handle.read(API_INPUT.body_bytes + 1)
-    return parse_body(raw, API_INPUT)
+        raw = handle.read(limits.body_bytes + 1)
+    return parse_json(raw, limits)
 
 
-def atomic_write_json(path: Path, value: object) -> None:
-    """Write via a temp file in the same directory, fsync, then rename over `path`."""
+def parse_json(raw: bytes, limits: ApiInputLimits = STORED) -> Any:
+    """The one strict reader of receipt and producer-input bytes; `InputRefused` (a ValueError
+    naming the first problem) for anything the validator's reader would refuse."""
+    return parse_body(raw, limits)
+
+
+def check_storable(value: object, limits: ApiInputLimits = STORED) -> bytes:
+    """The bytes a receipt file holds for `value`, or `RuleViolation` (rule `receipt.json`) when
+    `read_json` would refuse them: a non-finite number, a lone surrogate, too deep or too large."""
+    try:
+        check_value(value, limits)
+    except InputRefused as refused:
+        raise RuleViolation("receipt.json", "", str(refused)) from None
+    data = (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
+    if len(data) > limits.body_bytes:
+        message = f"{len(data)} bytes, larger than the limit of {limits.body_bytes} bytes"
+        raise RuleViolation("receipt.json", "", message)
+    return data
+
+
+def atomic_write_json(path: Path, value: object, limits: ApiInputLimits = STORED) -> None:
+    """Write via a temp file in the same directory, fsync, then rename over `path`;
+    `RuleViolation` (nothing written) for a value `read_json(path, limits)` would refuse."""
+    data = check_storable(value, limits)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = _write_temp(path.parent, _pretty_bytes(value))
+    temp = _write_temp(path.parent, data)
     try:
         temp.replace(path)
     except BaseException:
@@ -74,7 +105,8 @@ def write_latest(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
     Raises RuleViolation for an invalid receipt and HistoryConflict when a generation id would
     be reused for different content. Writing the same receipt again is a no-op.
     """
-    check_receipt(receipt)
+    check_receipt(receipt)  # before the lock: a RuleViolation (a frozen, slotted dataclass)
+    check_storable(receipt)  # cannot pass through a context manager's __exit__
     with _locked(receipt_path):
         publish_latest(receipt_path, receipt)
 
@@ -87,6 +119,7 @@ def receipt_lock(receipt_path: Path) -> contextlib.AbstractContextManager[None]:
 def publish_latest(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
     """`write_latest` for a caller that already holds `receipt_lock(receipt_path)`."""
     check_receipt(receipt)
+    check_storable(receipt)
     new_source = _source_id(receipt)
     previous = _read_optional(receipt_path)
     if previous is not None and canonical_json(previous) == canonical_json(receipt):
@@ -103,8 +136,9 @@ def publish_latest(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
 
 def publish_once(path: Path, value: object) -> None:
     """Create `path` with `value` unless it exists; an existing different content is a conflict."""
+    data = check_storable(value)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = _write_temp(path.parent, _pretty_bytes(value))
+    temp = _write_temp(path.parent, data)
     try:
         os.link(temp, path)  # fails instead of clobbering, even between concurrent writers
     except FileExistsError:
@@ -188,10 +222,12 @@ def _source_id(receipt: Mapping[str, Any]) -> str | None:
 
 
 def _valid_source_id(receipt: object) -> str | None:
+    """The generation id of a receipt whose findings are valid and bound to it, whatever the
+    rest of its envelope says (an edited verdict does not unmake the generation a successor
+    names as its parent; the reference preserves it too)."""
     if not isinstance(receipt, Mapping):
         return None
     try:
-        check_receipt(receipt)
         return _source_id(receipt)
     except RuleViolation:
         return None
@@ -210,10 +246,6 @@ def _same_json(path: Path, value: object) -> bool:
         return canonical_json(read_json(path)) == canonical_json(value)
     except ValueError:
         return False
-
-
-def _pretty_bytes(value: object) -> bytes:
-    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 def _write_temp(folder: Path, data: bytes) -> Path:

@@ -10,10 +10,9 @@ attach (or `finish_pending`) completes, never a half-written receipt.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,9 +21,12 @@ from forkhorse.flow.criteria import CRITERIA_RECEIPT_TYPE, bind_criteria, parse_
 from forkhorse.flow.envelope import KIND_BY_TYPE, check_receipt
 from forkhorse.flow.findings import validate_container
 from forkhorse.flow.history import (
+    STORED,
     HistoryConflict,
     atomic_write_json,
+    check_storable,
     history_dir,
+    parse_json,
     publish_latest,
     receipt_lock,
     recover_tip,
@@ -34,6 +36,8 @@ from forkhorse.flow.prose import ParseScope, parse_findings
 from forkhorse.flow.rules import RuleViolation
 
 JOURNAL_SUFFIX: Final = ".journal"
+# The journal wraps a receipt in `{"receipt": ...}`: one level deeper than the receipt may be.
+JOURNAL_LIMITS: Final = replace(STORED, json_depth=STORED.json_depth + 1)
 
 
 class AttachError(Exception):
@@ -44,9 +48,13 @@ class TooLarge(ValueError):
     """A file is over its read bound; it is never read whole."""
 
 
-def read_bounded_json(path: Path, limit: int = FLOW_PRODUCER.receipt_file_bytes) -> Any:
-    """Parse a JSON file of at most `limit` bytes; OSError/ValueError otherwise."""
-    return json.loads(_read_bounded(path, limit))
+def read_bounded_json(
+    path: Path, limit: int = FLOW_PRODUCER.receipt_file_bytes, *, depth: int = STORED.json_depth
+) -> Any:
+    """Parse a JSON file of at most `limit` bytes with the strict reader `receipt validate` uses
+    (no NaN or Infinity, no lone surrogate, nesting bounded); OSError/ValueError otherwise."""
+    raw = _read_bounded(path, limit)
+    return parse_json(raw, replace(STORED, body_bytes=limit, json_depth=depth))
 
 
 def read_bounded_text(path: Path, limit: int = FLOW_PRODUCER.review_text_bytes) -> str:
@@ -186,7 +194,11 @@ def attach(
     ):
         raise AttachError("review-findings attach requires input type/id/mode")
     assert isinstance(review_type, str)
-    if len(review_text.encode("utf-8")) > FLOW_PRODUCER.review_text_bytes:
+    try:
+        text_bytes = len(review_text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise AttachError("review text is not valid UTF-8 (a lone surrogate)") from None
+    if text_bytes > FLOW_PRODUCER.review_text_bytes:
         raise AttachError(f"review text is larger than {FLOW_PRODUCER.review_text_bytes} bytes")
     with receipt_lock(receipt_path):
         _finish_journal(receipt_path)
@@ -236,9 +248,10 @@ def _set_or_drop(receipt: dict[str, Any], key: str, value: object) -> None:
 
 
 def _journal_then_publish(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
-    check_receipt(receipt)  # an invalid receipt is never journaled
+    check_receipt(receipt)  # an invalid receipt is never journaled,
+    check_storable(receipt)  # nor one the reader would refuse
     journal = journal_path(receipt_path)
-    atomic_write_json(journal, {"receipt": receipt})
+    atomic_write_json(journal, {"receipt": receipt}, JOURNAL_LIMITS)
     publish_latest(receipt_path, receipt)
     _drop_journal(journal)
 
@@ -248,7 +261,7 @@ def _finish_journal(receipt_path: Path) -> bool:
     if not journal.exists():
         return False
     try:
-        pending = read_bounded_json(journal)
+        pending = read_bounded_json(journal, depth=JOURNAL_LIMITS.json_depth)
         receipt = pending["receipt"]
         publish_latest(receipt_path, receipt)
     except (ValueError, KeyError, TypeError, RuleViolation, HistoryConflict) as exc:

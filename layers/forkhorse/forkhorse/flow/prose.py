@@ -147,7 +147,9 @@ _HEADING_WORD_START = re.compile(r"\b[a-z]", re.IGNORECASE)
 _CONFIDENCE = re.compile("confidence", re.IGNORECASE)
 _LOCATION = re.compile(r"(?P<path>.+?):(?P<start>[1-9]\d*)(?:\s*[-\u2013]\s*(?P<end>[1-9]\d*))?")
 _LINES = re.compile(r"([1-9]\d*)(?:\s*[-\u2013]\s*([1-9]\d*))?")
-_R_ID = re.compile(r"(?<![A-Za-z0-9])R(?:-|\s)?(\d+)(?![A-Za-z0-9])")
+# ASCII digits only, as the validator's `R_ID_PATTERN`: `R\u0661` is no R-ID, and `R1\u0662` is not
+# `R1` either (no digit of any script may follow).
+_R_ID = re.compile(r"(?<![A-Za-z0-9])R(?:-|\s)?([0-9]+)(?![A-Za-z0-9]|\d)")
 _BLOB_OID = re.compile(r"[0-9a-fA-F]{7,64}")
 _TABLE_RULE = re.compile(r"^\s*\|(?:\s*:?-{3,}:?\s*\|)+\s*$")
 _TABLE_HEADERS: Final = frozenset({"sev", "confidence", "classification", "finding", "disposition"})
