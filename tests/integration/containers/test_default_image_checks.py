@@ -163,3 +163,41 @@ def test_the_smoke_example_passes_from_an_exported_git_snapshot(
     check = full_check(exported / ".forkhorse/checks", "test")
     attempt = run_check(check.run, reference=default_ref, source=exported, timeout=120)
     assert attempt.result.outcome == "passed"
+
+
+def test_a_check_sees_a_git_checkout_of_the_exact_commit(
+    run_check: RunCheck, default_ref: str, tmp_path: Path
+) -> None:
+    """Issue 30: `git rev-parse HEAD` is the reviewed commit, `git status` is clean and the
+    history is there, inside the default image; what the check writes to `.git` stays in
+    its overlay, never in the run's export."""
+    worktree = tmp_path / "work"
+    worktree.mkdir()
+    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=worktree, check=True)
+    for index in range(3):
+        (worktree / "file.txt").write_text(f"version {index}\n")
+        subprocess.run([*git, "add", "-A"], cwd=worktree, check=True)
+        subprocess.run([*git, "commit", "-q", "-m", f"c{index}"], cwd=worktree, check=True)
+    history = subprocess.run(
+        ["git", "log", "--format=%H"], cwd=worktree, check=True, capture_output=True, text=True
+    ).stdout.split()
+    store = DiskGitHost(tmp_path / "git").store("history")
+    with Repo(str(worktree)) as repo:
+        store.objects.add_objects([(repo.object_store[oid], None) for oid in repo.object_store])
+    exported = tmp_path / "exported"
+    store.open_snapshot(history[0]).export_to(exported)
+    before = {p: p.read_bytes() for p in (exported / ".git").rglob("*") if p.is_file()}
+    script = (
+        f'set -e; test "$(git rev-parse HEAD)" = {history[0]}; '
+        'test -z "$(git status --porcelain)"; echo status-clean; '
+        "git log --format=%H; "
+        "echo inside > .git/written-by-check; git tag from-check; cat .git/written-by-check"
+    )
+    attempt = run_check(script, reference=default_ref, source=exported, timeout=120)
+    assert attempt.result.outcome == "passed", attempt.result.stderr.text
+    assert attempt.result.stdout.text.split() == ["status-clean", *history, "inside"]
+    assert not (exported / ".git" / "written-by-check").exists()
+    assert not (exported / ".git" / "refs" / "tags" / "from-check").exists()
+    after = {p: p.read_bytes() for p in (exported / ".git").rglob("*") if p.is_file()}
+    assert after == before
