@@ -837,6 +837,96 @@ def receipt_vectors(ref: ModuleType) -> list[dict[str, Any]]:
     return vectors
 
 
+# --- issue 30: inputs the producers once mishandled, where the reference has an answer ----------
+
+STRICT_FINDING = (
+    "Severity: Major\nConfidence: 75\nClassification: introduced\n"
+    "File:Line: src/app.py:12\nProblem: The handler drops errors.\n<verdict>NEEDS_WORK</verdict>"
+)
+STRICT_FIXED = "Prior finding 1: fixed\n\nNo findings.\n<verdict>SHIP</verdict>"
+
+
+def strict_input_vectors(ref: ModuleType) -> list[dict[str, Any]]:
+    """The parent generation behind an edited envelope, and R-IDs written with other digits.
+
+    Cases the reference has no answer for (NaN or Infinity, lone surrogates and deep nesting in
+    an input or an existing receipt: it writes them or raises) are producer tests instead.
+    """
+    vectors: list[dict[str, Any]] = [_bad_envelope_parent(ref, verdict) for verdict in ("LGTM",)]
+    texts = {
+        "rid-arabic-indic": "Severity: Major\nConfidence: 75\nClassification: introduced\n"
+        "Problem: Breaks R\u0661 and R2.\n\n" + STRICT_FINDING,
+        "rid-trailing-other-digit": "Severity: P2\nConfidence: 50\nClassification: introduced\n"
+        "Problem: Touches R3\u0662 and R4.\n\n" + STRICT_FINDING,
+        "rid-field-only-other-digits": "Severity: P3\nConfidence: 25\n"
+        "Classification: pre-existing\nR-IDs: R\u0967\u0968\nProblem: Slow loop.\n\n"
+        + STRICT_FINDING,
+    }
+    for name, text in texts.items():
+        scope = scope_dict(
+            source_receipt_id=f"review-{name}",
+            review_kind="implementation",
+            backend="codex",
+            round_number=1,
+            head_sha=HEAD,
+            base_sha=BASE,
+            supersedes_receipt_id=None,
+            prior_findings=None,
+            anchor_side="head",
+        )
+        expected = parse(ref, text, scope)
+        receipt = {"type": "impl_review", "mode": "codex", "verdict": "NEEDS_WORK"}
+        receipt["findings"] = expected
+        vectors.append(
+            {
+                "name": name,
+                "kind": "r-ids",
+                "text": text,
+                "scope": scope,
+                "expected": expected,
+                "reference_accepts": ref.validate_review_receipt_findings(receipt),
+            }
+        )
+    return vectors
+
+
+def _bad_envelope_parent(ref: ModuleType, verdict: str) -> dict[str, Any]:
+    """Round 1, its verdict edited, then round 2 over it: the reference keeps the parent."""
+    steps = [{"text": STRICT_FINDING, "head": HEAD}, {"text": STRICT_FIXED, "head": OTHER_HEAD}]
+    expected: list[Any] = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "impl.json"
+        for index, step in enumerate(steps):
+            findings = ref.build_review_receipt_findings(
+                step["text"],
+                review_type="impl_review",
+                review_id="fn-1.1",
+                backend="codex",
+                head_sha=step["head"],
+                base_sha=BASE,
+                prior_receipt_path=path,
+            )
+            preserved = ref._preserve_review_receipt_generation(path) if index else None
+            receipt = {"type": "impl_review", "id": "fn-1.1", "mode": "codex"}
+            receipt.update(verdict="NEEDS_WORK", findings=findings)
+            path.write_text(json.dumps(receipt))
+            if index == 0:
+                receipt["verdict"] = verdict  # the envelope is edited; the findings stay valid
+                path.write_text(json.dumps(receipt))
+            expected.append({"findings": findings, "parent_preserved": preserved is not None})
+        generations = ref.load_review_receipt_generations(path)
+    if generations is None:
+        raise SystemExit("the reference cannot read the history it wrote")
+    return {
+        "name": f"parent-verdict-{verdict}",
+        "kind": "bad-envelope-parent",
+        "edited_verdict": verdict,
+        "steps": steps,
+        "expected": expected,
+        "generations": sorted(g["findings"]["sourceReceiptId"] for g in generations),
+    }
+
+
 def write(name: str, vectors: list[dict[str, Any]]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     body = {"_about": ABOUT, "vectors": vectors}
@@ -849,8 +939,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
     parser.add_argument("--count", type=int, default=400)
+    parser.add_argument("--only", choices=["strict-input"], help="write only this file")
     args = parser.parse_args()
     ref = load_reference(args.reference.resolve())
+    write("strict-input-vectors.json", strict_input_vectors(ref))
+    if args.only:
+        return
     write("prose-parser-vectors.json", prose_vectors(ref, args.count))
     write("builder-vectors.json", builder_vectors(ref))
     write("criteria-projection-vectors.json", criteria_vectors(ref, args.count // 2))
