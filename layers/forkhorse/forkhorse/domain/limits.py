@@ -127,7 +127,7 @@ class ExportLimits:
     # up to this many commits and this much raw object content (the commit's own tree
     # included); past either the `.git` is shallow and `git log` stops at the boundary.
     history_commits: int = 10_000
-    history_bytes: int = 256 * MIB
+    history_bytes: int = 128 * MIB
 
 
 # --- the quick sandbox (bubblewrap child) -------------------------------------------------
