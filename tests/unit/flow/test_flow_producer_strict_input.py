@@ -75,6 +75,7 @@ def test_attach_refuses_an_input_the_validator_would_refuse(repo: Path, name: st
     (repo / "review.md").write_text(FINDING)
     done = forkhorse(repo, *attach_argv())
     assert_refused(done)
+    assert "input.json: " in done.stderr  # the line names the file it refuses
     assert not (repo / "out" / "impl.json").exists()
 
 
@@ -83,6 +84,7 @@ def test_qa_receipt_refuses_an_input_the_validator_would_refuse(repo: Path, name
     (repo / "qa.json").write_text(fill(BAD_INPUTS[name], QA_DRAFT + "}"))
     done = forkhorse(repo, "qa", "receipt", "--spec", "fn-1", "--input", "qa.json")
     assert_refused(done)
+    assert "qa.json: " in done.stderr
     assert not (repo / ".flow" / "review-receipts" / "qa-fn-1.json").exists()
 
 

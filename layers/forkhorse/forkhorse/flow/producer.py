@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from forkhorse.domain.limits import FLOW_PRODUCER
+from forkhorse.domain.strict_json import InputRefused
 from forkhorse.flow.criteria import CRITERIA_RECEIPT_TYPE, bind_criteria, parse_global_criteria
 from forkhorse.flow.envelope import KIND_BY_TYPE, check_receipt
 from forkhorse.flow.findings import validate_container
@@ -54,7 +55,10 @@ def read_bounded_json(
     """Parse a JSON file of at most `limit` bytes with the strict reader `receipt validate` uses
     (no NaN or Infinity, no lone surrogate, nesting bounded); OSError/ValueError otherwise."""
     raw = _read_bounded(path, limit)
-    return parse_json(raw, replace(STORED, body_bytes=limit, json_depth=depth))
+    try:
+        return parse_json(raw, replace(STORED, body_bytes=limit, json_depth=depth))
+    except InputRefused as refused:
+        raise InputRefused(f"{path}: {refused}") from None  # the one line names the file
 
 
 def read_bounded_text(path: Path, limit: int = FLOW_PRODUCER.review_text_bytes) -> str:
