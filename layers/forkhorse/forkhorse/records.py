@@ -19,7 +19,26 @@ from forkhorse.domain.canonical import (
 from forkhorse.domain.receipts import ReceiptRecord
 from forkhorse.ports.store import RecordStore
 
-__all__ = ["RecordCorruptedError", "get_json", "get_record", "put_json", "put_record"]
+__all__ = [
+    "RecordCorruptedError",
+    "RecordRefusedError",
+    "get_json",
+    "get_record",
+    "put_json",
+    "put_record",
+]
+
+RECORD_REFUSED = "The attached record is not a valid receipt record."
+
+
+class RecordRefusedError(RecordCorruptedError):
+    """The bytes match their digest, but the receipt schema refuses them (a quick check
+    without `runtime`, a runtime that is not its tier's, ...): altered evidence, as a
+    mismatch is, never a server error."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.args = (f"Stored record {digest} is not a valid receipt record.",)
 
 
 # Below this size a second thread costs more than the hash it would overlap.
@@ -70,6 +89,12 @@ def put_record(store: RecordStore, record: ReceiptRecord, now: datetime) -> str:
 
 
 def get_record(store: RecordStore, digest: str) -> ReceiptRecord | None:
-    """Read and verify a receipt record. Raises RecordCorruptedError on a mismatch."""
+    """Read and verify a receipt record. Raises RecordCorruptedError on a mismatch, and
+    RecordRefusedError (a RecordCorruptedError) on verified bytes the schema refuses."""
     data = _get_bytes(store, digest)
-    return None if data is None else ReceiptRecord.model_validate_json(data)
+    if data is None:
+        return None
+    try:
+        return ReceiptRecord.model_validate_json(data)
+    except ValueError as refused:  # pydantic's ValidationError, on JSON or on shape
+        raise RecordRefusedError(digest) from refused

@@ -81,10 +81,17 @@ class ReviewPage {
   }
 
   async loadRecord() {
+    this.recordRefusal = null;
     try {
       return await get(`${this.base}/receipt`);
     } catch (error) {
       if (error instanceof ApiError && error.status === 404) return null;
+      // 409: the attached record fails its digest or the receipt schema (altered evidence).
+      // The page still draws: the refusal under the receipt, the gate's reasons below.
+      if (error instanceof ApiError && error.status === 409) {
+        this.recordRefusal = error;
+        return null;
+      }
       throw error;
     }
   }
@@ -93,7 +100,8 @@ class ReviewPage {
     const { regions, review } = this;
     this.ctx.title(`Review ${shortSha(review.id)}`);
     if (this.first) fill(regions.head, ...this.head());
-    fill(regions.receipt, h('h2', { id: 'receipt-title' }, 'Receipt'), this.receiptSummary());
+    fill(regions.receipt, h('h2', { id: 'receipt-title' }, 'Receipt'), this.receiptSummary(),
+      this.recordRefusal ? errorBox(this.recordRefusal, 'Record refused: ') : null);
     fill(regions.decision, h('h2', { id: 'decision-title' }, 'Approve and promote'), this.decision());
     fill(regions.checksDiff, h('h2', { id: 'checks-diff-title' }, 'Checks against canonical'),
       this.checksDiff());

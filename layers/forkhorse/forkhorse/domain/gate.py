@@ -62,6 +62,8 @@ class GateEvidence:
     # Quick module path -> its source read from the exact commit (None when unreadable).
     module_sources: Mapping[str, str | None] = field(default_factory=dict)
     record_altered: bool = False
+    # The record's bytes match its digest but the receipt schema refuses them.
+    record_refused: bool = False
     # Promote pins its own fresh run; approval accepts the current one.
     expected_generation: str | None = None
     expected_trigger: Trigger | None = None
@@ -97,6 +99,8 @@ def validate_required(evidence: GateEvidence) -> list[str]:
     record = evidence.record
     if evidence.record_altered:
         return [gate_reason("altered", "The attached record does not match its digest.")]
+    if evidence.record_refused:
+        return [gate_reason("altered", "The attached record is not a valid receipt record.")]
     if record is None:
         return [gate_reason("missing", "The attached record is not in the store.")]
     reasons = _record_binding_reasons(evidence, record)

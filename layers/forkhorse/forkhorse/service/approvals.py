@@ -48,10 +48,12 @@ def gather_evidence(
     commit's checks and quick module sources, read again from that commit."""
     execution = review.execution
     record: ReceiptRecord | None = None
-    altered = False
+    altered = refused = False
     if execution is not None and execution.digest is not None:
         try:
             record = records.get_record(context.store, execution.digest)
+        except records.RecordRefusedError:
+            refused = True
         except RecordCorruptedError:
             altered = True
     definitions, sources = read_definitions(context.repos(review.project_id), commit)
@@ -65,6 +67,7 @@ def gather_evidence(
         definitions=definitions,
         module_sources=sources,
         record_altered=altered,
+        record_refused=refused,
         expected_generation=expected_generation,
         expected_trigger=expected_trigger,
     )

@@ -159,6 +159,8 @@ class Reviews:
             raise NotFound(NO_RECEIPT)
         try:
             record = records.get_record(self._c.store, digest)
+        except records.RecordRefusedError as refused:
+            raise Conflict(records.RECORD_REFUSED) from refused
         except RecordCorruptedError as corrupted:
             raise Conflict("The attached record does not match its digest.") from corrupted
         if record is None:
