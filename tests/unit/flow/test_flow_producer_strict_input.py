@@ -17,7 +17,7 @@ import pytest
 from forkhorse.flow.classify import classify_receipt
 from forkhorse.flow.currentness import select_current
 from forkhorse.flow.envelope import validate_receipt
-from forkhorse.flow.history import history_path, write_latest
+from forkhorse.flow.history import history_path, receipt_lock, write_latest
 from forkhorse.flow.producer import AttachError, attach
 from forkhorse.flow.rules import RuleViolation
 
@@ -215,3 +215,15 @@ def test_a_lone_surrogate_in_a_source_id_is_a_violation_not_an_exception() -> No
     selection = select_current([body], head_sha=HEAD, review_kind="implementation", backend="codex")
     assert selection.status == "unsupported"
     assert classify_receipt(body, HEAD)["valid"] is False
+
+
+# --- a refusal under the writers' lock stays a refusal -----------------------------------------
+
+
+def test_a_rule_violation_under_the_receipt_lock_is_raised_as_itself(tmp_path: Path) -> None:
+    """`attach` and `write_latest` turn a RuleViolation into exit 2; under a generator-based
+    lock it became a TypeError (its `__traceback__` cannot be assigned), i.e. a traceback."""
+    with pytest.raises(RuleViolation), receipt_lock(tmp_path / "impl.json"):
+        raise RuleViolation("receipt.json", "", "refused")
+    with receipt_lock(tmp_path / "impl.json"):  # released: taking it again does not block
+        pass

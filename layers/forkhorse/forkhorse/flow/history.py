@@ -18,7 +18,7 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -105,8 +105,8 @@ def write_latest(receipt_path: Path, receipt: Mapping[str, Any]) -> None:
     Raises RuleViolation for an invalid receipt and HistoryConflict when a generation id would
     be reused for different content. Writing the same receipt again is a no-op.
     """
-    check_receipt(receipt)  # before the lock: a RuleViolation (a frozen, slotted dataclass)
-    check_storable(receipt)  # cannot pass through a context manager's __exit__
+    check_receipt(receipt)
+    check_storable(receipt)
     with _locked(receipt_path):
         publish_latest(receipt_path, receipt)
 
@@ -269,14 +269,33 @@ def _fsync_dir(folder: Path) -> None:
         os.close(descriptor)
 
 
-@contextlib.contextmanager
-def _locked(receipt_path: Path) -> Iterator[None]:
-    """Serialise writers of one receipt path with a kernel lock on its history directory."""
-    folder = history_dir(receipt_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)
+class _Locked:
+    """Serialise writers of one receipt path with a kernel lock on its history directory.
+
+    A class, not `contextlib.contextmanager`: that one re-raises by assigning the exception's
+    `__traceback__`, which a `RuleViolation` (a frozen, slotted dataclass) refuses with a
+    TypeError, so a refusal raised under the lock would become a traceback.
+    """
+
+    def __init__(self, receipt_path: Path) -> None:
+        self._folder = history_dir(receipt_path)
+        self._descriptor: int | None = None
+
+    def __enter__(self) -> None:
+        self._folder.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self._folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        self._descriptor = descriptor
+
+    def __exit__(self, *_: object) -> None:
+        descriptor, self._descriptor = self._descriptor, None
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+def _locked(receipt_path: Path) -> _Locked:
+    return _Locked(receipt_path)
