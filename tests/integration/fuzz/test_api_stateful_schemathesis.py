@@ -109,9 +109,14 @@ def _workflow(server: Server, agent: Agent, answers: Counter[tuple[str, str, int
     class Machine(workflow):  # type: ignore[misc,valid-type]
         def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
             role = "agent" if (case.method.upper(), case.path) in AGENT_ROUTES else "owner"
-            # Every mutating call carries the JSON media type, body or not (the guards).
-            headers = {"Authorization": f"Bearer {tokens[role]}", "Content-Type": JSON}
-            return {"headers": headers}
+            # The document declares the bearer scheme, so schemathesis fills the header
+            # itself: the role's token replaces what it generated. JSON for every call.
+            case.headers = {
+                **(case.headers or {}),
+                "Authorization": f"Bearer {tokens[role]}",
+                "Content-Type": JSON,
+            }
+            return {}
 
         def after_call(self, response: Any, case: schemathesis.Case) -> None:
             super().after_call(response, case)
