@@ -132,17 +132,26 @@ def record_digest(rec: ReceiptRecord) -> str:
 
 
 def crash_before_manifest(store: Store, rec: ReceiptRecord, now: datetime) -> str:
-    """Put `rec` but fail between its chunks and its manifest: what a crashed put leaves,
-    and what a put still in flight looks like. Returns its digest."""
+    """Put `rec` but fail between its chunks and its manifest: what a crashed put of a record
+    too large for one transaction leaves (a smaller one is written in one, so `rec` is put
+    as if it were that large), and what such a put still in flight looks like. Returns its
+    digest."""
 
     def crash(*args: object) -> None:
         raise RuntimeError("power cut")
 
     with pytest.MonkeyPatch.context() as patch:
+        beyond_one_transaction(store, patch)
         patch.setattr(store, "_write_manifest", crash)
         with pytest.raises(RuntimeError, match="power cut"):
             put_record(store, rec, now)
     return record_digest(rec)
+
+
+def beyond_one_transaction(store: Store, patch: pytest.MonkeyPatch) -> None:
+    """Make `store` put every record as it puts one too large for one transaction: an
+    intent (DynamoDB), the chunks, then the manifest."""
+    patch.setattr(store, "_fits_one_transaction", lambda chunks: False)
 
 
 def promote_done(

@@ -16,6 +16,7 @@ from forkhorse.runner.collector import DEFAULT_GRACE, collect, collect_records
 from tests.support.store import (
     COMMIT,
     T0,
+    beyond_one_transaction,
     crash_before_manifest,
     final_summary,
     record,
@@ -124,6 +125,7 @@ def _race(store: Store, put_at: datetime, collect: Callable[[], object]) -> tupl
     chunks_written, collected = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
     results: list[str] = []
     with pytest.MonkeyPatch.context() as patch:
+        beyond_one_transaction(store, patch)
         patch.setattr(store, "_write_manifest", _pausing_manifest(store, chunks_written, collected))
         writer = threading.Thread(target=lambda: results.append(put_record(store, rec, put_at)))
         writer.start()

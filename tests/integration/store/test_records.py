@@ -5,7 +5,7 @@ from forkhorse.domain.canonical import canonical_bytes, chunk_text, digest_of
 from forkhorse.ports.store import Store
 from forkhorse.records import RecordCorruptedError, get_json, get_record, put_json, put_record
 
-from tests.support.store import T0, Tamper, record
+from tests.support.store import T0, Tamper, beyond_one_transaction, record
 
 
 def test_a_record_round_trips_under_its_digest(store: Store) -> None:
@@ -35,6 +35,7 @@ def test_a_crash_before_the_manifest_leaves_nothing_visible(
         raise RuntimeError("power cut")
 
     with monkeypatch.context() as patch:
+        beyond_one_transaction(store, patch)
         patch.setattr(store, "_write_manifest", crash)
         with pytest.raises(RuntimeError, match="power cut"):
             put_record(store, rec, T0)

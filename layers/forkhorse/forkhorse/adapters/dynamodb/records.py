@@ -1,4 +1,5 @@
-"""Content-addressed records in DynamoDB: an intent, the chunks, then the manifest."""
+"""Content-addressed records in DynamoDB: chunks and manifest in one transaction when they fit
+one; else an intent, the chunks, then the manifest."""
 
 import uuid
 from collections.abc import Iterator, Sequence
@@ -14,6 +15,7 @@ from forkhorse.adapters.dynamodb.table import (
     to_micros,
 )
 from forkhorse.ports.store import RecordRemoval, StaleRecord
+from forkhorse.ports.store.records import fits_one_transaction
 
 _BATCH_WRITE_LIMIT = 25
 _PUT_ATTEMPTS = 3
@@ -54,15 +56,7 @@ class DynamoDbRecords(DynamoDbTable):
 
     def _write_chunks(self, digest: str, chunks: Sequence[str], written: int) -> None:
         puts = [
-            {
-                "PutRequest": {
-                    "Item": {
-                        **_record_key(digest, f"CHUNK#{index:06d}"),
-                        "text": str_attr(chunk),
-                        "writtenAtUs": num_attr(written),
-                    }
-                }
-            }
+            {"PutRequest": {"Item": self._chunk_item(digest, index, chunk, written)}}
             for index, chunk in enumerate(chunks)
         ]
         for start in range(0, len(puts), _BATCH_WRITE_LIMIT):
@@ -88,11 +82,44 @@ class DynamoDbRecords(DynamoDbTable):
         }
         return self._transact(consume_intent, self._put_if_new(manifest))
 
+    def _fits_one_transaction(self, chunks: Sequence[str]) -> bool:
+        return fits_one_transaction(chunks)
+
+    def _write_whole(self, digest: str, chunks: Sequence[str], written: int) -> bool:
+        """Every chunk and the manifest in one transaction (False: a manifest appeared)."""
+        puts = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": self._chunk_item(digest, index, chunk, written),
+                }
+            }
+            for index, chunk in enumerate(chunks)
+        ]
+        manifest = {
+            **_record_key(digest, "MANIFEST"),
+            "chunkCount": num_attr(len(chunks)),
+            "writtenAtUs": num_attr(written),
+        }
+        return self._transact(*puts, self._put_if_new(manifest))
+
+    def _chunk_item(self, digest: str, index: int, chunk: str, written: int) -> Item:
+        return {
+            **_record_key(digest, f"CHUNK#{index:06d}"),
+            "text": str_attr(chunk),
+            "writtenAtUs": num_attr(written),
+        }
+
     def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
         written = to_micros(now)
+        one = self._fits_one_transaction(chunks)
         for _ in range(_PUT_ATTEMPTS):
             if self._touch_manifest(digest, written):
                 return  # content-addressed: the stored record is already these bytes
+            if one:
+                if self._write_whole(digest, chunks, written):
+                    return
+                continue  # a concurrent put published it: touch its manifest
             token = uuid.uuid4().hex
             self._put_intent(digest, token, written)
             self._write_chunks(digest, chunks, written)

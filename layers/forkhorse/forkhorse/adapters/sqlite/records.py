@@ -1,4 +1,5 @@
-"""Content-addressed records in SQLite: chunks, then the manifest."""
+"""Content-addressed records in SQLite: chunks and manifest in one transaction when they fit
+one DynamoDB transaction (the same rule on both Stores); else chunks, then the manifest."""
 
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -6,6 +7,7 @@ from datetime import datetime
 
 from forkhorse.adapters.sqlite.database import SqliteDatabase, to_micros
 from forkhorse.ports.store import RecordRemoval, StaleRecord
+from forkhorse.ports.store.records import fits_one_transaction
 
 _STALE_PAGE = 500
 
@@ -44,11 +46,21 @@ class SqliteRecords(SqliteDatabase):
                 self._insert_chunks(conn, digest, chunks, written_at)
             conn.execute("INSERT INTO records VALUES (?, ?, ?)", (digest, len(chunks), written_at))
 
+    def _fits_one_transaction(self, chunks: Sequence[str]) -> bool:
+        return fits_one_transaction(chunks)
+
     def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
         written_at = to_micros(now)
+        one = self._fits_one_transaction(chunks)
         with self._write() as conn:
             if self._touch_manifest(conn, digest, written_at):
                 return  # content-addressed: the stored record is already these bytes
+            if one:  # chunks and manifest commit together: no crash leaves an orphan
+                self._insert_chunks(conn, digest, chunks, written_at)
+                conn.execute(
+                    "INSERT INTO records VALUES (?, ?, ?)", (digest, len(chunks), written_at)
+                )
+                return
         self._write_chunks(digest, chunks, written_at)
         self._write_manifest(digest, chunks, written_at)
 

@@ -5,6 +5,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+# One DynamoDB transaction (TransactWriteItems): at most 100 items and 4 MB in all. A record
+# whose chunks and manifest fit is written in one transaction by every Store, so no crash can
+# leave its chunks without a manifest; only a larger record takes the intent, chunks, manifest
+# path, whose orphans the collector removes (the SQLite Store keeps the same rule, so local
+# mode takes the same paths as AWS).
+ONE_TRANSACTION_ITEMS = 100
+ONE_TRANSACTION_BYTES = 4_000_000  # "4 MB": read as decimal, the stricter
+# A generous bound on an item's size beyond its chunk text (keys, names, numbers).
+CHUNK_ITEM_OVERHEAD_BYTES = 1024
+
+
+def fits_one_transaction(chunks: Sequence[str]) -> bool:
+    """Whether `chunks` and their manifest fit one transaction (item count and size)."""
+    if len(chunks) + 1 > ONE_TRANSACTION_ITEMS:
+        return False
+    size = CHUNK_ITEM_OVERHEAD_BYTES * (len(chunks) + 1)
+    return size + sum(len(chunk.encode("utf-8", "surrogatepass")) for chunk in chunks) <= (
+        ONE_TRANSACTION_BYTES
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class StaleRecord:
@@ -24,9 +44,11 @@ class RecordRemoval:
 
 class RecordStore(Protocol):
     def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
-        """Write every chunk, then the manifest last (a record is visible whole or not
-        at all), all written at `now`. Idempotent: putting a stored digest again only moves
-        its written-at time to `now`, so a collection racing the put keeps it.
+        """Write every chunk and the manifest in one transaction when they fit one (see
+        `fits_one_transaction`); else every chunk, then the manifest last. A record is
+        visible whole or not at all, all written at `now`. Idempotent: putting a stored
+        digest again only moves its written-at time to `now`, so a collection racing the
+        put keeps it.
 
         The manifest appears only while every chunk exists: if a collection removed a chunk
         of this unfinished put, the put writes it again before publishing."""
