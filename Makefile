@@ -30,11 +30,13 @@ help:
 	@echo "make soak   - $(SOAK_SECONDS) s of mixed traffic with kill -9 restarts; fails on 5xx or leaks"
 	@echo "make test-soak - a 75 s soak with one kill, as a test"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml layers/node/requirements.txt
 	@test -n "$(PYTHON313)" || { echo "Python 3.13 is missing: install it (pyenv install 3.13) and retry." >&2; exit 1; }
 	test -x $(PY) || $(PYTHON313) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,client]'
+	# The pinned Node 24 (quick checks and the local default image run it; issue 30).
+	$(PY) -m pip install -q --no-deps --require-hashes -r layers/node/requirements.txt
 	touch $@
 
 $(TOOLS)/.installed: tools-requirements.txt

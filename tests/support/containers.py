@@ -42,14 +42,17 @@ def podman() -> Podman:
     return Podman()
 
 
-def _locked_build(name: str, build: Callable[[ImageRegistry], str], podman: Podman) -> str:
-    """Build an image unless a previous session did; a file lock keeps sessions from racing."""
+def _locked_build(
+    name: str, build: Callable[[ImageRegistry], str], podman: Podman, *, reuse: bool = True
+) -> str:
+    """Build an image unless a previous session did (`reuse=False`: let `build` decide, as
+    the default image's does from its inputs label); a file lock keeps sessions from racing."""
     IMAGE_HOME.mkdir(parents=True, exist_ok=True)
     registry = ImageRegistry(IMAGE_HOME)
     with (IMAGE_HOME / f".{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         known = registry.entries().get(name)
-        if known and image_present(podman, known):
+        if reuse and known and image_present(podman, known):
             return known
         return build(registry)
 
@@ -61,8 +64,8 @@ def busybox_ref(podman: Podman) -> str:
 
 @pytest.fixture(scope="session")
 def default_ref(podman: Podman) -> str:
-    """The real default image (Debian nodejs and git, npm's release), about a minute the
-    first time."""
+    """The real default image (the pinned Node 24, Debian git, npm's release), about a minute
+    the first time."""
 
     def build(registry: ImageRegistry) -> str:
         started = time.monotonic()
@@ -70,7 +73,8 @@ def default_ref(podman: Podman) -> str:
         print(f"default image built in {time.monotonic() - started:.0f} s")
         return reference
 
-    return _locked_build("default", build, podman)
+    # Rebuilt when its recipe or pinned node changes (issue 30: Node 24), else reused.
+    return _locked_build("default", build, podman, reuse=False)
 
 
 @pytest.fixture

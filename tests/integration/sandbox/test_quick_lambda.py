@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from forkhorse.adapters.sandbox.lambda_ import LambdaLauncher, LambdaSandbox, is_dumpable
-from forkhorse.adapters.sandbox.programs import ChildProgram
+from forkhorse.adapters.sandbox.programs import ChildProgram, node_limits
 from forkhorse.adapters.sandbox.runtime import node_runtime
 from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.domain.checks import QuickCheckDef
@@ -155,7 +155,8 @@ export default async () => {
 def test_the_node_child_runs_under_the_seccomp_filter_and_rlimits() -> None:
     """What the launcher sets between fork and exec is what `node` runs under (observed from
     a node child that may still use fs, as the check's module never can)."""
-    launcher = LambdaLauncher(node_runtime().executable, filter_program())
+    limits = node_limits(QUICK_SANDBOX)  # Node 24 needs more address space to start
+    launcher = LambdaLauncher(node_runtime().executable, filter_program(), limits)
     program = ChildProgram(("-e", PROBE_NODE_CONFINEMENT), preamble=None, sets_own_limits=False)
     left, right = socket.socketpair()
     try:
@@ -168,7 +169,7 @@ def test_the_node_child_runs_under_the_seccomp_filter_and_rlimits() -> None:
     status = dict(line.split(":", 1) for line in stdout.decode().splitlines() if ":" in line)
     assert status["Seccomp"].strip() == "2"
     assert status["NoNewPrivs"].strip() == "1"
-    assert status["as"].strip() == str(QUICK_SANDBOX.address_space_bytes)
+    assert status["as"].strip() == str(limits.address_space_bytes)
     assert status["socket"].strip() == "EPERM"
 
 

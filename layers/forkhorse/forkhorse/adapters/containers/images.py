@@ -36,6 +36,7 @@ from forkhorse.adapters.containers.npm_release import (
     npm_tarball,
 )
 from forkhorse.adapters.containers.podman_cli import ULIMIT_FLAGS, Podman, PodmanFailed
+from forkhorse.adapters.node_release import binary_digest, pinned_node, pinned_version
 from forkhorse.ports.containers import ContainerError, ImageUnresolved, require_pinned
 
 DEFAULT_IMAGE = "default"
@@ -44,9 +45,10 @@ IMAGE_NAMES = (DEFAULT_IMAGE, BUSYBOX_IMAGE)  # what `forkhorse image build` can
 REGISTRY_FILE = "images.json"
 LOCAL_REPOSITORY = "localhost/forkhorse"
 CHECK_UID = 1000
-# Debian packages of the default image (sh and coreutils come with minbase); npm comes from
-# its own release (`npm_release`).
-DEFAULT_PACKAGES = ("nodejs", "git", "ca-certificates")
+# Debian packages of the default image (sh and coreutils come with minbase; libstdc++, which
+# node links, with apt). node is the pinned Node 24 (`node_release`), the binary JavaScript
+# quick checks run; npm comes from its own release (`npm_release`).
+DEFAULT_PACKAGES = ("git", "ca-certificates")
 HOST_DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's own tools, for mmdebstrap
 # The user's apt caches, under the cache directory: packages, and the package lists.
@@ -54,7 +56,7 @@ APT_ARCHIVES, APT_LISTS = "apt-archives", "apt-lists"
 BUSYBOX_BINARY = Path("/bin/busybox")  # Debian's busybox-static
 INPUTS_LABEL = "org.forkhorse.inputs"
 # Bump when the recipe changes in a way its listed inputs do not show.
-RECIPE_VERSION = "4"
+RECIPE_VERSION = "5"
 # Files whose content depends on when or where the build ran, not on its inputs.
 _UNREPRODUCIBLE = (
     "var/log", "var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin",
@@ -149,7 +151,10 @@ class LocalImages:
 
         An image built from the same inputs is reused unless `rebuild`."""
         if name == DEFAULT_IMAGE:
-            progress(f"Building the default image (Debian nodejs and git, npm {NPM_VERSION}).")
+            progress(
+                f"Building the default image (node {pinned_version()}, Debian git, "
+                f"npm {NPM_VERSION})."
+            )
             return build_default_image(
                 self.registry, self._podman, self._cache_dir, progress, rebuild=rebuild
             )
@@ -271,16 +276,18 @@ def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
     tar.addfile(info)
 
 
-# --- default: Debian's nodejs, git, CA certificates, sh and coreutils, and npm's release ----
+# --- default: the pinned node, Debian's git, CA certificates, sh and coreutils, npm's release
 
 
 def default_image_inputs() -> str:
-    """What decides the default image: the suite, its apt sources, packages and settings."""
+    """What decides the default image: the suite, its apt sources, packages and settings, and
+    the pinned node binary."""
     sources = HOST_DEBIAN_SOURCES.read_bytes() if HOST_DEBIAN_SOURCES.is_file() else b""
     return inputs_digest(
         host_suite(),
         sources,
         *DEFAULT_PACKAGES,
+        binary_digest(_node_binary()),
         *_ROOTFS_FLAGS,
         *_DEFAULT_CHANGES,
         NPM_VERSION,
@@ -333,6 +340,7 @@ def _default_rootfs(rootfs: Path, cache_dir: Path, log: TextIO, stage: Progress)
     minbase with the packages, then npm unpacked into it."""
     stage(f"npm {NPM_VERSION}: the pinned release from the npm registry, cached per user")
     npm = npm_tarball(cache_dir)
+    node = _node_binary()
     stage(f"mmdebstrap: Debian {host_suite()} minbase with {' '.join(DEFAULT_PACKAGES)}")
     # Maintainer scripts that write dates take this one, not the build's. The system's own
     # tools: mmdebstrap runs `env python3` once per essential package (mmtarfilter), and a
@@ -340,8 +348,27 @@ def _default_rootfs(rootfs: Path, cache_dir: Path, log: TextIO, stage: Progress)
     environment = {**os.environ, "SOURCE_DATE_EPOCH": "0", "PATH": SYSTEM_PATH}
     logged(_mmdebstrap_command(rootfs, cache_dir), log, environment)
     prune_package_cache(installed_debs(rootfs), cache_dir / APT_ARCHIVES)
+    install_node(rootfs, node)
     install_npm(rootfs, npm)
     _finish_rootfs(rootfs)
+
+
+def _node_binary() -> Path:
+    binary = pinned_node()
+    if binary is None:
+        raise ImageUnresolved(
+            "The pinned node is not installed: run `make setup` "
+            "(pip install --require-hashes -r layers/node/requirements.txt)."
+        )
+    return binary
+
+
+def install_node(rootfs: Path, binary: Path) -> None:
+    """The pinned node binary as /usr/bin/node (its built-in modules are compiled in)."""
+    target = rootfs / "usr/bin/node"
+    target.unlink(missing_ok=True)
+    shutil.copyfile(binary, target)
+    target.chmod(0o755)
 
 
 def installed_debs(rootfs: Path) -> set[str]:

@@ -25,7 +25,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from forkhorse.adapters.sandbox.programs import PYTHON_PROGRAM, ChildProgram, node_program
+from forkhorse.adapters.sandbox.programs import (
+    PYTHON_PROGRAM,
+    ChildProgram,
+    node_limits,
+    node_program,
+)
 from forkhorse.adapters.sandbox.runtime import (
     NodeMissing,
     SandboxRuntime,
@@ -251,14 +256,20 @@ class BwrapSandbox:
             launcher, program = self._for(definition.language)
         except NodeMissing as error:
             return quick_not_run(definition, self.platform, str(error))
-        return run_quick_check(launcher, snapshot, definition, self.platform, self._limits, program)
+        limits = self._limits if definition.language == "python" else node_limits(self._limits)
+        return run_quick_check(launcher, snapshot, definition, self.platform, limits, program)
 
     def _for(self, language: QuickLanguage) -> tuple[BwrapLauncher, ChildProgram]:
         if language not in self._launchers:
             runtime = node_runtime()
             program = node_program(runtime.version, self._limits.heap_bytes)
-            self._launchers[language] = (self._launcher(runtime), program)
+            self._launchers[language] = (
+                self._launcher(runtime, node_limits(self._limits)),
+                program,
+            )
         return self._launchers[language]
 
-    def _launcher(self, runtime: SandboxRuntime) -> BwrapLauncher:
-        return BwrapLauncher(self._bwrap, runtime, self._seccomp, self._limits)
+    def _launcher(
+        self, runtime: SandboxRuntime, limits: QuickSandboxLimits | None = None
+    ) -> BwrapLauncher:
+        return BwrapLauncher(self._bwrap, runtime, self._seccomp, limits or self._limits)

@@ -29,7 +29,12 @@ import tempfile
 from collections.abc import Callable
 
 from forkhorse.adapters.sandbox.harness import install_seccomp
-from forkhorse.adapters.sandbox.programs import PYTHON_PROGRAM, ChildProgram, node_program
+from forkhorse.adapters.sandbox.programs import (
+    PYTHON_PROGRAM,
+    ChildProgram,
+    node_limits,
+    node_program,
+)
 from forkhorse.adapters.sandbox.runtime import NodeMissing, node_runtime
 from forkhorse.adapters.sandbox.seccomp import filter_program
 from forkhorse.adapters.sandbox.session import (
@@ -132,8 +137,9 @@ class LambdaSandbox:
             executable, program = self._program(definition.language)
         except NodeMissing as error:
             return quick_not_run(definition, self.platform, str(error))
-        launcher = LambdaLauncher(executable, self._seccomp, self._limits)
-        return run_quick_check(launcher, snapshot, definition, self.platform, self._limits, program)
+        limits = self._limits if definition.language == "python" else node_limits(self._limits)
+        launcher = LambdaLauncher(executable, self._seccomp, limits)
+        return run_quick_check(launcher, snapshot, definition, self.platform, limits, program)
 
     def _program(self, language: QuickLanguage) -> tuple[str, ChildProgram]:
         if language == "python":

@@ -8,6 +8,7 @@ runs. The Python harness sets its own rlimits; `node` cannot, so its launcher se
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import marshal
 import signal
@@ -15,7 +16,13 @@ from dataclasses import dataclass
 from importlib import resources
 
 from forkhorse.adapters.sandbox import harness
-from forkhorse.domain.limits import MIB
+from forkhorse.domain.limits import MIB, QuickSandboxLimits
+
+# node's RLIMIT_AS floor. V8 in Node 24 reserves a 512 MiB code range when it starts (Node 20:
+# 128 MiB) and aborts ("Failed to reserve virtual memory for CodeRange") under the 1 GiB
+# limit; measured, it needs about 1.1 GiB of address space before the check runs. What the
+# check itself can use stays bounded by its V8 heap (`heap_bytes`) and this limit.
+NODE_ADDRESS_SPACE_BYTES = 1536 * MIB
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,12 @@ def node_permission_flags(version: tuple[int, int, int]) -> tuple[str, ...]:
     if version >= (20, 0, 0):
         return ("--experimental-permission",)
     return ()
+
+
+def node_limits(limits: QuickSandboxLimits) -> QuickSandboxLimits:
+    """The limits a JavaScript check runs under: the same, with room for V8's reservations."""
+    space = max(limits.address_space_bytes, NODE_ADDRESS_SPACE_BYTES)
+    return dataclasses.replace(limits, address_space_bytes=space)
 
 
 @functools.cache

@@ -17,6 +17,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from forkhorse.adapters.node_release import pinned_node
+
 _LDD_PATH = re.compile(r"(?:=>\s+|^\s+)(/\S+)\s+\(0x", re.MULTILINE)
 _FALLBACK_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 HIDDEN_TMPFS_BYTES = 4096  # an empty, read-only tmpfs over site-packages: one page
@@ -91,9 +93,12 @@ def current_runtime() -> SandboxRuntime:
 
 @functools.cache
 def node_runtime(executable: str | None = None) -> SandboxRuntime:
-    """The `node` on PATH (or a usual place), checked to be at least MIN_NODE_MAJOR."""
+    """The pinned Node 24 (`node_release`, installed into the venv by `make setup`), else the
+    `node` on PATH (or a usual place: Lambda's layer); checked to be at least MIN_NODE_MAJOR."""
+    pinned = pinned_node()
     found = (
         executable
+        or (str(pinned) if pinned is not None else None)
         or shutil.which("node")
         or next((path for path in _NODE_CANDIDATES if os.access(path, os.X_OK)), None)
     )
