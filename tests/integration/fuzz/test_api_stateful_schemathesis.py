@@ -19,6 +19,7 @@ import schemathesis
 from forkhorse.records import get_json, get_record
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis.errors import FlakyStrategyDefinition
+from requests.structures import CaseInsensitiveDict
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
@@ -111,11 +112,9 @@ def _workflow(server: Server, agent: Agent, answers: Counter[tuple[str, str, int
             role = "agent" if (case.method.upper(), case.path) in AGENT_ROUTES else "owner"
             # The document declares the bearer scheme, so schemathesis fills the header
             # itself: the role's token replaces what it generated. JSON for every call.
-            case.headers = {
-                **(case.headers or {}),
-                "Authorization": f"Bearer {tokens[role]}",
-                "Content-Type": JSON,
-            }
+            headers = case.headers if case.headers is not None else CaseInsensitiveDict()
+            headers.update({"Authorization": f"Bearer {tokens[role]}", "Content-Type": JSON})
+            case.headers = headers
             return {}
 
         def after_call(self, response: Any, case: schemathesis.Case) -> None:
