@@ -82,8 +82,9 @@ def test_members_forks_and_packets_round_trip(store: Store) -> None:
     assert store.is_member("p", "a2")
     assert not store.is_member("other", "a2")
     store.add_member("other", "a2")
-    assert (store.member_projects("a2"), store.member_projects("a1")) == (["other", "p"], ["p"])
-    assert store.member_projects("nobody") == []
+    assert store.list_member_projects("a2") == ["other", "p"]
+    assert store.list_member_projects("a1") == ["p"]
+    assert store.list_member_projects("nobody") == []
 
     fork = Fork(id="f1", project_id="p", name="mine", owner_agent_id="a1", created_at=T0)
     assert store.create_fork(fork)

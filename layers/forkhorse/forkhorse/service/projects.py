@@ -117,7 +117,7 @@ class Projects:
         if caller.is_owner:
             shown = [p for p in store.list_projects() if p.owner_id == caller.id]
         else:
-            found = (store.get_project(p) for p in store.member_projects(caller.id))
+            found = (store.get_project(p) for p in store.list_member_projects(caller.id))
             shown = [project for project in found if project is not None]
         return ProjectList(projects=[self._project_view(project) for project in shown])
 

@@ -90,7 +90,7 @@ class DynamoDbProjects(DynamoDbTable):
         items = self._query(f"PROJECT#{project_id}", "MEMBER#")
         return [str(item["agentId"]["S"]) for item in items]
 
-    def member_projects(self, agent_id: str) -> list[str]:
+    def list_member_projects(self, agent_id: str) -> list[str]:
         items = self._query(f"AGENT#{agent_id}", "MEMBEROF#")
         return [str(item["projectId"]["S"]) for item in items]
 

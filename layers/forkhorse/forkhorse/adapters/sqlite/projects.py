@@ -55,7 +55,7 @@ class SqliteProjects(SqliteDatabase):
         sql = "SELECT agent_id FROM members WHERE project_id = ? ORDER BY agent_id"
         return self._all(sql, project_id)
 
-    def member_projects(self, agent_id: str) -> list[str]:
+    def list_member_projects(self, agent_id: str) -> list[str]:
         sql = "SELECT project_id FROM members WHERE agent_id = ? ORDER BY project_id"
         return self._all(sql, agent_id)
 

@@ -34,7 +34,7 @@ class ProjectStore(Protocol):
 
     def list_members(self, project_id: str) -> list[str]: ...
 
-    def member_projects(self, agent_id: str) -> list[str]:
+    def list_member_projects(self, agent_id: str) -> list[str]:
         """The ids of the projects the agent is a member of, in id order: read from the
         agent's side, so its cost is its memberships, not the deployment's projects."""
         ...
