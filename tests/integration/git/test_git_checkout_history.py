@@ -12,11 +12,13 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+from forkhorse.adapters.containers.fargate import CHECK_UID
 from forkhorse.adapters.git.disk import DiskGitHost, DiskGitStore
 from forkhorse.domain.limits import ExportLimits
 
@@ -29,6 +31,7 @@ from tests.support.gitserve import (
     write_files,
 )
 
+AS_CHECK_USER = ("setpriv", f"--reuid={CHECK_UID}", f"--regid={CHECK_UID}", "--clear-groups")
 SECRET = "fork B's secret, never to be seen by fork A's checks\n"
 
 
@@ -246,3 +249,38 @@ def test_links_submodules_and_unicode_names_check_out_clean(tmp_path: Path) -> N
         assert git("rev-parse", "HEAD", cwd=out) == commit
         assert git("status", "--porcelain", "--untracked-files=all", cwd=out) == ""
         assert git("ls-files", "-s", "vendor/module", cwd=out).startswith(f"160000 {module_head}")
+
+
+def test_the_fargate_init_unpacking_gives_the_check_user_a_checkout(tmp_path: Path) -> None:
+    """On AWS the init container runs `tar -x --no-same-owner` and `chown -R 1000:1000`
+    (`fargate.INIT_COMMAND`), then the check runs as uid 1000: git must accept the
+    checkout as that user (no `safe.directory` complaint) and find it clean."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv(1) to run git as the check's uid")
+    repo, commits = linear(tmp_path / "src", 3)
+    store = DiskGitHost(tmp_path / "state").store(PROJECT)
+    in_store(store, repo)
+    link = store.publish_archive(commits[2])
+    with tempfile.TemporaryDirectory(prefix="forkhorse-workspace-") as scratch:
+        workspace = Path(scratch)
+        workspace.chmod(0o755)  # /tmp/pytest-of-root is root-only; uid 1000 must reach it
+        unpack_and_check_as_user(link.url, workspace, commits)
+
+
+def unpack_and_check_as_user(url: str, workspace: Path, commits: list[str]) -> None:
+    extract = ["tar", "-x", "--no-same-owner", "-f", urlparse(url).path, "-C"]
+    subprocess.run([*extract, str(workspace)], check=True)
+    subprocess.run(["chown", "-R", f"{CHECK_UID}:{CHECK_UID}", str(workspace)], check=True)
+    script = (
+        "git rev-parse HEAD && git status --porcelain && echo status-clean && git log --format=%H"
+    )
+    ran = subprocess.run(
+        [*AS_CHECK_USER, "sh", "-c", script],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"},
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == [commits[2], "status-clean", *commits[::-1]]
