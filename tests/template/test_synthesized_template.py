@@ -246,6 +246,16 @@ def _camel_parameter(match: re.Match[str]) -> str:
     return "{" + head + "".join(word.title() for word in rest) + "}"
 
 
+def test_check_archives_expire(resources: dict[str, Any]) -> None:
+    """Each reviewed commit's archive (its tree and `.git`) is only read while its task
+    starts: the bucket expires them, so reviews do not accumulate them."""
+    rules = resources["ForkhorseBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    [archives] = [rule for rule in rules if rule["Prefix"] == "archives/"]
+    assert archives["Status"] == "Enabled"
+    assert archives["ExpirationInDays"] == 1
+    assert archives["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
+
+
 SIGNERS = ("FinalizeFunction", "PromoteWriteFunction", "PromoteSettleFunction")
 
 
