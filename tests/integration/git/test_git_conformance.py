@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from forkhorse.adapters.git import s3 as s3_module
 from forkhorse.adapters.git.store import DulwichGitStore, InvalidRefUpdate, RepoNotFound
 from forkhorse.domain.git_access import CanonicalWriteCapability, mint_canonical_write_capability
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotUnavailable
@@ -234,6 +235,33 @@ def test_the_archive_holds_the_exact_tree(
     tree = {name: data for name, data in contents.items() if not name.startswith(".git/")}
     assert tree == {"file.txt": b"version 2\n", "side.txt": b"side 0\n"}
     assert contents[".git/HEAD"] == f"{commits[3]}\n".encode()  # the exact commit, detached
+
+
+def test_an_s3_archive_is_reused_only_while_young(
+    s3_host: Any, history: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bucket expires archives after a day: one near that age is written again rather
+    than linked, so its link never outlives it."""
+    repo, commits = history
+    store = s3_host.store(PROJECT)
+    import_as_canonical(store, repo, commits[2])
+    key = f"archives/{commits[2]}.tar"
+    store.publish_archive(commits[2])
+    written = store._s3.head_object(Bucket=store._bucket, Key=key)["ETag"]
+    uploads: list[str] = []
+    upload = store._s3.upload_fileobj
+
+    def counted(fileobj: Any, bucket: str, key: str, **kwargs: Any) -> None:
+        uploads.append(key)
+        upload(fileobj, bucket, key, **kwargs)
+
+    monkeypatch.setattr(store._s3, "upload_fileobj", counted)
+    store.publish_archive(commits[2])
+    assert uploads == []  # young: linked as it is
+    monkeypatch.setattr(s3_module, "ARCHIVE_REUSE_SECONDS", 0)
+    store.publish_archive(commits[2])
+    assert uploads == [key]  # old: written again (its age starts over)
+    assert store._s3.head_object(Bucket=store._bucket, Key=key)["ETag"] == written
 
 
 def test_objects_imported_twice_are_harmless(host: Any, history: tuple[Path, list[str]]) -> None:

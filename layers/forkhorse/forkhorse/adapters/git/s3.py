@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import tempfile
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from botocore.exceptions import ClientError
@@ -47,6 +47,10 @@ _REF_PREFIX = "REF#"
 _META = "META"
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _COMPLETE = frozenset({"pack", "idx"})
+
+
+# An archive is reused for this long; the bucket expires archives after a day.
+ARCHIVE_REUSE_SECONDS = 12 * 3600
 
 
 class S3PackObjectStore(SessionPackReceiver, BucketBasedObjectStore):
@@ -287,7 +291,7 @@ class S3GitStore(DulwichGitStore):
     def publish_archive(self, commit: str, deadline: float | None = None) -> ArchiveLink:
         snapshot = self.open_snapshot(commit)
         key = f"archives/{snapshot.commit}.tar"  # the tree and the commit's `.git`
-        if not self._archive_exists(key):
+        if not self._archive_fresh(key):
             with tempfile.TemporaryFile() as archive:
                 snapshot.export_tar(archive, deadline)
                 archive.seek(0)
@@ -299,14 +303,17 @@ class S3GitStore(DulwichGitStore):
         )
         return ArchiveLink(snapshot.tree, url, ARCHIVE_URL_TTL_SECONDS)
 
-    def _archive_exists(self, key: str) -> bool:
+    def _archive_fresh(self, key: str) -> bool:
+        """Stored, and young enough that the bucket's expiry (a day) cannot remove it while
+        its link is in use; an older one is written again, which makes it young."""
         try:
-            self._s3.head_object(Bucket=self._bucket, Key=key)
+            head = self._s3.head_object(Bucket=self._bucket, Key=key)
         except ClientError as error:
             if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise
-        return True
+        age = datetime.now(UTC) - head["LastModified"]
+        return age.total_seconds() < ARCHIVE_REUSE_SECONDS
 
     def _refs_container(self, fork: str | None) -> RefsContainer:
         return DynamoRefsContainer(self._db, self._table, self._pk(fork))
