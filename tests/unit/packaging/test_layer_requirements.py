@@ -25,11 +25,13 @@ def test_only_the_client_uses_the_client_extra() -> None:
         if "client" in path.relative_to(package).parts[:1]:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [alias.name for alias in getattr(node, "names", [])]
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                offenders += [f"{path}: {n}" for n in names if n.split(".")[0] in CLIENT_ONLY]
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue  # `global`/`nonlocal` have `names` too, as plain strings
+            offenders += [f"{path}: {n}" for n in names if n.split(".")[0] in CLIENT_ONLY]
     assert offenders == []
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert {pin.split("==")[0] for pin in extras["optional-dependencies"]["client"]} == CLIENT_ONLY
