@@ -4,6 +4,7 @@ the spec's module contract (`export default async (ctx) => ({ok, message?})`).""
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -213,6 +214,27 @@ def test_a_missing_node_is_an_infrastructure_error_that_says_so(
     assert record.outcome == "infrastructure-error"
     assert record.message.startswith(f"{tmp_path / 'no-such-node'} does not run")
     assert record.image_digest == ""
+
+
+def test_a_node_installed_under_tmp_still_runs_checks(
+    commit_files: Callable[[dict[str, str | bytes]], Committed],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A checkout (and its virtualenv's pinned node) may live under /tmp, which the sandbox
+    replaces with its own tmpfs: node is bound at a fixed place inside instead."""
+    assert str(tmp_path).startswith("/tmp/")
+    copied = tmp_path / "venv" / "bin" / "node"
+    copied.parent.mkdir(parents=True)
+    shutil.copy2(node_runtime().executable, copied)
+
+    def node_under_tmp() -> SandboxRuntime:
+        return node_runtime(str(copied))
+
+    monkeypatch.setattr(bwrap, "node_runtime", node_under_tmp)
+    snapshot = commit_files({JS_MODULE: SPEC_EXAMPLE, "brand.json": BRAND}).snapshot
+    record = BwrapSandbox().run_check(snapshot, QuickCheckDef(name="p", module=JS_MODULE))
+    assert (record.outcome, record.message) == ("passed", "Checked brand.json.")
 
 
 def test_an_old_node_is_refused_by_version(tmp_path: Path) -> None:

@@ -180,7 +180,7 @@ class BwrapLauncher:
             "--seccomp",
             str(filter_fd),
             "--",
-            *program.argv(self._runtime.executable, rpc_fd),
+            *program.argv(self._runtime.sandbox_executable, rpc_fd),
         ]
 
     def extra_hello(self) -> dict[str, str]:

@@ -24,6 +24,9 @@ _FALLBACK_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 HIDDEN_TMPFS_BYTES = 4096  # an empty, read-only tmpfs over site-packages: one page
 # The usual places, and /opt/bin: where NodeRuntimeLayer puts it in QuickCheckJsFunction.
 _NODE_CANDIDATES = ("/usr/bin/node", "/usr/local/bin/node", "/opt/bin/node")
+# node appears here in the sandbox, wherever it is installed: the pinned one lives in the
+# virtualenv, which may sit under /tmp, where the sandbox's own /tmp would hide it.
+NODE_INSIDE = "/opt/forkhorse/bin/node"
 _NODE_VERSION = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 # vm.SourceTextModule (--experimental-vm-modules) and the vm context options the harness uses.
 MIN_NODE_MAJOR = 18
@@ -41,11 +44,18 @@ class SandboxRuntime:
     libraries: tuple[str, ...]
     library_dirs: tuple[str, ...]
     version: tuple[int, int, int] = (0, 0, 0)
+    # Where the executable appears in the sandbox, when not at its own path.
+    inside: str = ""
+
+    @property
+    def sandbox_executable(self) -> str:
+        return self.inside or self.executable
 
     def bind_arguments(self) -> list[str]:
         """bubblewrap arguments that make exactly this runtime visible, read-only."""
         arguments = self._parent_directories()
-        arguments += ["--ro-bind", os.path.realpath(self.executable), self.executable]
+        real = os.path.realpath(self.executable)
+        arguments += ["--ro-bind", real, self.sandbox_executable]
         if self.stdlib:
             arguments += ["--ro-bind", self.stdlib, self.stdlib]
         for library in self.libraries:
@@ -60,7 +70,7 @@ class SandboxRuntime:
     def _parent_directories(self) -> list[str]:
         """Every directory above a bound path, made traversable by the check's uid (bubblewrap
         would create them mode 0700, owned by the namespace's root)."""
-        bound = (self.executable, *self.libraries, *self.library_dirs)
+        bound = (self.sandbox_executable, *self.libraries, *self.library_dirs)
         bound += (self.stdlib,) if self.stdlib else ()
         parents = {str(parent) for path in bound for parent in PurePosixPath(path).parents}
         parents.discard("/")
@@ -115,7 +125,9 @@ def node_runtime(executable: str | None = None) -> SandboxRuntime:
             f"node {shown} is too old; JavaScript quick checks need node {MIN_NODE_MAJOR} or later."
         )
     libraries = _shared_libraries([real])
-    return SandboxRuntime(real, "", (), libraries, _library_dirs(libraries), version)
+    return SandboxRuntime(
+        real, "", (), libraries, _library_dirs(libraries), version, inside=NODE_INSIDE
+    )
 
 
 def _node_version(executable: str) -> tuple[int, int, int]:
