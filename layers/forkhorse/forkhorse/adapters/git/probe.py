@@ -32,6 +32,7 @@ from forkhorse.domain.snapshot import SnapshotUnavailable
 _CHUNK = 16 * 1024
 _OFS_DELTA = 6
 _REF_DELTA = 7
+_DELTA_TYPES = (_OFS_DELTA, _REF_DELTA)
 _SHA_BYTES = 20
 _DELTA_HEAD_BYTES = 20  # two size varints, at most 10 bytes each
 _MAX_DELTA_CHAIN = 10_000
@@ -108,6 +109,16 @@ def _forget(store: BaseObjectStore, gone: object) -> None:
 
 
 def _probe_packed(store: BaseObjectStore, location: _Location, limit: int) -> ObjectProbe:
+    buffer, type_num, size, position = _entry_data(location)
+    if type_num not in _DELTA_TYPES:
+        return ObjectProbe(type_num, size, _inflate_prefix(buffer, position, min(size, limit)))
+    target_size = _delta_target_size(buffer, position)
+    return ObjectProbe(_resolved_type(store, location), target_size, None)
+
+
+def _entry_data(location: _Location) -> tuple[bytes | mmap.mmap, int, int, int]:
+    """A pack entry's buffer, type, size and where its zlib data starts (after a delta's
+    base reference)."""
     pack, offset = location
     buffer = pack.data._buffer()
     type_num, size, position = _pack_header(buffer, offset)
@@ -115,12 +126,14 @@ def _probe_packed(store: BaseObjectStore, location: _Location, limit: int) -> Ob
         position = _ofs_delta_base(buffer, offset, position)[1]
     elif type_num == _REF_DELTA:
         position += _SHA_BYTES
-    else:
-        return ObjectProbe(type_num, size, _inflate_prefix(buffer, position, min(size, limit)))
-    delta_head = _inflate_prefix(buffer, position, _DELTA_HEAD_BYTES)
-    _, after_base_size = _delta_varint(delta_head, 0)
-    target_size, _ = _delta_varint(delta_head, after_base_size)
-    return ObjectProbe(_resolved_type(store, location), target_size, None)
+    return buffer, type_num, size, position
+
+
+def _delta_target_size(buffer: bytes | mmap.mmap, position: int) -> int:
+    """The size of what a delta builds, from the varints at the head of its data."""
+    head = _inflate_prefix(buffer, position, _DELTA_HEAD_BYTES)
+    _, after_base_size = _delta_varint(head, 0)
+    return _delta_varint(head, after_base_size)[0]
 
 
 def _resolved_type(store: BaseObjectStore, location: _Location) -> int:
@@ -287,18 +300,8 @@ def _merged(ranges: list[_Range]) -> list[_Range]:
 
 
 def _content_size(location: _Location) -> int:
-    pack, offset = location
-    buffer = pack.data._buffer()
-    type_num, size, position = _pack_header(buffer, offset)
-    if type_num == _OFS_DELTA:
-        position = _ofs_delta_base(buffer, offset, position)[1]
-    elif type_num == _REF_DELTA:
-        position += _SHA_BYTES
-    else:
-        return size
-    head = _inflate_prefix(buffer, position, _DELTA_HEAD_BYTES)
-    _, after_base_size = _delta_varint(head, 0)
-    return _delta_varint(head, after_base_size)[0]
+    buffer, type_num, size, position = _entry_data(location)
+    return size if type_num not in _DELTA_TYPES else _delta_target_size(buffer, position)
 
 
 def _ranges_of(
