@@ -29,7 +29,10 @@ class LoopbackWsgi:
         """Close every socket on the loop's thread (the loop then ends), then the workers."""
         sockets = self._server._map
         if self._thread.is_alive():
-            self._server.trigger.pull_trigger(lambda: wasyncore.close_all(sockets))
+            try:
+                self._server.trigger.pull_trigger(lambda: wasyncore.close_all(sockets))
+            except OSError:  # the loop already closed its trigger: it is ending on its own
+                wasyncore.close_all(sockets)
             self._thread.join(STOP_SECONDS)
         else:
             wasyncore.close_all(sockets)

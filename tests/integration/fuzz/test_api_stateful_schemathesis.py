@@ -62,7 +62,7 @@ ONLY_DECLARED_LINKS = SchemathesisConfig.from_dict(
     {"phases": {"stateful": {"inference": {"algorithms": []}}}}
 )
 ROOTS = frozenset({"RANDOM__GET_projects", "RANDOM__POST_projects", "RANDOM__POST_agents"})
-SUITES = 6  # seeded suites, run until one has read a review it requested
+SUITES = 12  # seeded suites, run until one has read a review it requested (bounded)
 STATEFUL_SETTINGS = settings(
     max_examples=50,
     stateful_step_count=10,
