@@ -27,7 +27,3 @@ def envelope_text(envelope: dict[str, Any]) -> str:
 def parse_envelope(data: dict[str, Any]) -> Envelope:
     """securesystemslib's parse; it rewrites the signatures it reads, so give it a copy."""
     return Envelope.from_dict(copy.deepcopy(data))
-
-
-def signing_keyids(envelope: dict[str, Any]) -> list[str]:
-    return [str(signature.get("keyid", "")) for signature in envelope.get("signatures", [])]

@@ -16,7 +16,6 @@ reference `json.dumps` path.
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,7 +23,6 @@ import orjson
 
 CHUNK_CODE_UNITS = 16_384
 _UTF16_UNIT = 2
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _ORJSON_SCALARS = frozenset({str, int, bool, type(None)})
 _ASTRAL_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")  # UTF-8 of U+10000 and up
 # Decoding 4 MiB at once costs twice what 64 KiB windows do (the wide copy leaves the cache).
@@ -74,10 +72,6 @@ def _orjson_writes_it_alike(value: Any) -> bool:
 
 def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def is_digest(value: str) -> bool:
-    return _DIGEST.fullmatch(value) is not None
 
 
 def _is_high_surrogate(units: bytes, offset: int) -> bool:

@@ -3,7 +3,7 @@
 The service gathers the facts (the review's current execution, the attached record read
 and verified by digest, the exact commit's `.forkhorse/checks` and each quick module's
 source read again from that commit) and this module decides. Each refusal is one reason,
-`"<code>: <sentence>"`, with the code one of `REASON_CODES`; the API returns the list in
+`"<code>: <sentence>"`, with the code one of `ReasonCode`; the API returns the list in
 `reasons` and the console shows it.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, get_args
+from typing import Literal
 
 from forkhorse.domain.checks import CheckDef, QuickCheckDef, in_run_order, quick_module_digest
 from forkhorse.domain.model import Approval, Execution
@@ -35,7 +35,6 @@ ReasonCode = Literal[
     "consent",
     "checks-changed",
 ]
-REASON_CODES: Final[tuple[ReasonCode, ...]] = get_args(ReasonCode)
 PINNED_PREFIX = "@sha256:"
 
 

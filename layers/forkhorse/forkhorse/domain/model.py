@@ -53,7 +53,6 @@ class CheckChange(BaseModel):
 
 # A project stored before settings existed reads as advisory until its owner opts in.
 LEGACY_SETTINGS = ProjectSettings(require_receipt=False)
-DEFAULT_SETTINGS = ProjectSettings(require_receipt=True)
 
 PrincipalKind = Literal["owner", "agent"]
 

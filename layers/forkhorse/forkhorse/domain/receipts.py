@@ -25,7 +25,6 @@ Evidence = Literal[
 ]
 MOCKED_EVIDENCE: frozenset[Evidence] = frozenset({"mocked-worker-loader", "mocked-container-port"})
 RUNTIME_OF_TIER: dict[Tier, Runtime] = {"quick": "dynamic-worker", "full": "container"}
-RECORD_SCHEMA = 1
 SKIPPED_FULL_MESSAGE = "Skipped: a quick check failed."
 
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$")

@@ -21,7 +21,6 @@ MOCK_EVIDENCE_OF_TIER: dict[str, Evidence] = {
     "full": "mocked-container-port",
 }
 INFRASTRUCTURE_MESSAGE = "Infrastructure failed before the check could finish."
-RUN_INFRASTRUCTURE_MESSAGE = "The receipt run failed on infrastructure; no evidence was attached."
 
 
 class RunRef(BaseModel):

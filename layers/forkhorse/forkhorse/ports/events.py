@@ -13,9 +13,3 @@ EventHandler = Callable[[Mapping[str, object]], None]
 
 class EventBus(Protocol):
     def publish(self, detail_type: str, detail: Mapping[str, object]) -> None: ...
-
-
-class SubscribableEventBus(EventBus, Protocol):
-    """Local mode: handlers run in process, in subscription order, after each publish."""
-
-    def subscribe(self, detail_type: str, handler: EventHandler) -> None: ...

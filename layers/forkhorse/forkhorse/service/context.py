@@ -38,10 +38,6 @@ class ServiceSettings:
     # rereads the job's promotion meanwhile.
     promote_wait_seconds: float = 25.0
     promote_poll_seconds: float = 0.05
-    # The longest a before-promote run may take; past it the promote fails closed.
-    promote_run_timeout_seconds: float = 1800.0
-    # The workflow lease outlives the longest job, so it never lapses mid-promote.
-    lease_ttl: timedelta = timedelta(minutes=40)
     # How long a promote job waits for the lease: promotes of one project queue on it.
     lease_wait_seconds: float = 2400.0
     # A requested promote job ends within this (lease wait, run and write); past it an

@@ -89,9 +89,6 @@ _SHARED_CHECKOUTS_REMEMBERED = 256
 # `--volume` separates its fields with ":" and its options with ",".
 _VOLUME_SEPARATORS = frozenset(":,")
 
-# The limits live in forkhorse.domain.limits; the old name stays importable.
-PodmanLimits = ContainerLimits
-
 
 def memory_limit_message(limits: ContainerLimits) -> str:
     return (

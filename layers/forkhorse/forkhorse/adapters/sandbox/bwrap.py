@@ -47,7 +47,6 @@ from forkhorse.domain.limits import QUICK_SANDBOX, QuickSandboxLimits
 from forkhorse.domain.receipts import CheckRecord, Evidence, quick_not_run
 from forkhorse.ports.git import Snapshot
 
-TMPFS_BYTES = QUICK_SANDBOX.tmpfs_bytes  # kept importable; the value lives in domain.limits
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the host's /tmp
 _INFO_MAX_BYTES = 4096
 _INFO_TIMEOUT_SECONDS = 5.0

@@ -40,7 +40,6 @@ REPLY_TEXT = b"T"
 REPLY_STAT = b"S"
 REPLY_LIST = b"L"
 REPLY_ERROR = b"E"
-REPLY_OK = b"K"
 
 LIST_SEPARATOR = b"\0"
 
