@@ -1,12 +1,12 @@
 """CollectGarbageFunction, hourly: records nothing references, chunks a crashed put left
 without a manifest and S3 packs no ref reaches, each once older than the grace period
-(see forkhorse.runner.collector)."""
+(see forkhorse.runner.upkeep.collector)."""
 
 from typing import Any
 
 from forkhorse.observability import lambda_handler, logger
 from forkhorse.ports.clock import SystemClock
-from forkhorse.runner.collector import collect
+from forkhorse.runner.upkeep.collector import collect
 from forkhorse.wiring.aws import git_host, table_store
 
 

@@ -1,6 +1,6 @@
-"""PromoteRun step `write` (see forkhorse.runner.promote_steps.promote_write)."""
+"""PromoteRun step `write` (see forkhorse.service.promote.steps.promote_write)."""
 
-from forkhorse.runner import promote_steps
+from forkhorse.service.promote import steps as promote_steps
 from forkhorse.wiring.handlers import promote_step
 
 handler = promote_step(promote_steps.promote_write)

@@ -1,6 +1,6 @@
-"""ReceiptRun step `finalize` (see forkhorse.runner.steps.finalize)."""
+"""ReceiptRun step `finalize` (see forkhorse.runner.workflow.steps.finalize)."""
 
-from forkhorse.runner import steps
+from forkhorse.runner.workflow import steps
 from forkhorse.wiring.handlers import trusted_step
 
 handler = trusted_step(steps.finalize)

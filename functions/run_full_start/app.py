@@ -1,6 +1,6 @@
-"""ReceiptRun step `full_start` (see forkhorse.runner.steps.full_start)."""
+"""ReceiptRun step `full_start` (see forkhorse.runner.workflow.steps.full_start)."""
 
-from forkhorse.runner import steps
+from forkhorse.runner.workflow import steps
 from forkhorse.wiring.handlers import trusted_step
 
 handler = trusted_step(steps.full_start)

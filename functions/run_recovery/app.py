@@ -5,7 +5,7 @@ from typing import Any
 
 import boto3
 from forkhorse.observability import lambda_handler
-from forkhorse.runner import recovery
+from forkhorse.runner.upkeep import recovery
 from forkhorse.wiring.aws import recovery_machines
 from forkhorse.wiring.handlers import providers
 

@@ -25,7 +25,7 @@ from forkhorse.domain.limits import QueueLimits
 from forkhorse.domain.receipts import running_summary
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.clock import SystemClock
-from forkhorse.runner.scheduler import FairScheduler, Job, LaneName, QueueFull, Ticket
+from forkhorse.runner.local.scheduler import FairScheduler, Job, LaneName, QueueFull, Ticket
 from forkhorse.wiring.local import build_local_runtime, queue_limits
 
 from tests.integration.api.support import checks_files

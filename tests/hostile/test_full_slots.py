@@ -25,7 +25,7 @@ from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.containers.podman_cli import Podman
 from forkhorse.domain.limits import QueueLimits, queue_for_concurrency
 from forkhorse.domain.run import RunRef
-from forkhorse.runner.scheduler import FairScheduler, Job, LaneName
+from forkhorse.runner.local.scheduler import FairScheduler, Job, LaneName
 
 from tests.integration.api.support import checks_files
 from tests.integration.containers.helpers import containers_of

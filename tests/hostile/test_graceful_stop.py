@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.domain.limits import STOP, QueueLimits
-from forkhorse.runner.scheduler import FairScheduler, Job, Stopped, Ticket
-from forkhorse.runner.supervisor import SERVICE_STOPPED
+from forkhorse.runner.local.scheduler import FairScheduler, Job, Stopped, Ticket
+from forkhorse.runner.local.supervisor import SERVICE_STOPPED
 
 from tests.integration.api.support import Client, Worktree, checks_files
 from tests.support.resources import mounts_under, project_containers

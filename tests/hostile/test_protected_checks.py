@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from forkhorse.domain.limits import PROTECTS
 from forkhorse.service.approvals import GATE_REFUSED
-from forkhorse.service.promotion_rules import CONSENT_MISSING
+from forkhorse.service.promote.rules import CONSENT_MISSING
 
 from tests.integration.api.support import QUICK_OK, git_env
 from tests.support.live import Lane, Project, Server, new_lane

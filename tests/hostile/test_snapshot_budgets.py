@@ -29,9 +29,9 @@ from forkhorse.domain.snapshot import (
     SnapshotBudget,
 )
 from forkhorse.ports.git import SnapshotReader
-from forkhorse.runner import steps
-from forkhorse.runner.contracts import FullItem
-from forkhorse.runner.steps import EXPORT_PREFIX, exported_checkout
+from forkhorse.runner.workflow import steps
+from forkhorse.runner.workflow.contracts import FullItem
+from forkhorse.runner.workflow.steps import EXPORT_PREFIX, exported_checkout
 
 from tests.integration.runner.scenarios import checks_file, full, quick
 from tests.support.gitserve import commit_all, git, new_repo

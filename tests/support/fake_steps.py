@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-from forkhorse.runner.scheduler import LaneName, Ticket
+from forkhorse.runner.local.scheduler import LaneName, Ticket
 
 from tests.support.waiting import eventually
 

@@ -20,7 +20,7 @@ import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.service.approvals import GATE_REFUSED
 from forkhorse.service.facade import ServiceSettings
-from forkhorse.service.promotion_rules import CONSENT_MISSING
+from forkhorse.service.promote.rules import CONSENT_MISSING
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 
 from tests.integration.api.support import Client, ShiftClock, Worktree, checks_files

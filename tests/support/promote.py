@@ -26,7 +26,7 @@ from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.domain.model import Promotion
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.runner.steps import FULL_POLL_SECONDS
+from forkhorse.runner.workflow.steps import FULL_POLL_SECONDS
 from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
 from forkhorse.wiring import aws as aws_wiring

@@ -30,8 +30,8 @@ from forkhorse.domain.model import Review
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.events import PUSH_EVENT
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.runner.promote_local import LocalPromotes
-from forkhorse.runner.supervisor import LocalSupervisor
+from forkhorse.runner.local.promote import LocalPromotes
+from forkhorse.runner.local.supervisor import LocalSupervisor
 from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.service.identity import Caller
 from forkhorse.wiring.local import HISTORY_DIR, LocalRuntime, build_local_runtime

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from forkhorse.ports.clock import SystemClock
-from forkhorse.runner.collector import DEFAULT_GRACE, collect
+from forkhorse.runner.upkeep.collector import DEFAULT_GRACE, collect
 from forkhorse.wiring.local import open_home
 from forkhorse.wiring.settings import LocalSettings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forkhorse.service.promotion_rules import CHECKS_CHANGE_NOT_ACCEPTED
+from forkhorse.service.promote.rules import CHECKS_CHANGE_NOT_ACCEPTED
 
 from tests.integration.api.support import QUICK_OK
 from tests.support.live import (

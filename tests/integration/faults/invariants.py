@@ -15,7 +15,7 @@ from forkhorse.domain.model import Review
 from forkhorse.ports.git import DEFAULT_BRANCH, GitStore
 from forkhorse.ports.store import Store
 from forkhorse.records import get_json, get_record
-from forkhorse.runner.steps import EXPORT_PREFIX
+from forkhorse.runner.workflow.steps import EXPORT_PREFIX
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller

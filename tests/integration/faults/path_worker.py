@@ -25,7 +25,7 @@ from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.service.identity import Caller
-from forkhorse.service.promotions import PromoteAnswer
+from forkhorse.service.promote.request import PromoteAnswer
 from forkhorse.wiring import local as wiring
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 

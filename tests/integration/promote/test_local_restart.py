@@ -8,7 +8,7 @@ from pathlib import Path
 
 from forkhorse.domain.model import Promotion
 from forkhorse.service.facade import ServiceSettings
-from forkhorse.service.promotions import JOB_STOPPED
+from forkhorse.service.promote.request import JOB_STOPPED
 from forkhorse.wiring.local import build_local_app, build_local_runtime
 
 from tests.support.store import COMMIT, seed_review

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from forkhorse.service.promotions import ALREADY_RUNNING, PROMOTE_FAILED
+from forkhorse.service.promote.request import ALREADY_RUNNING, PROMOTE_FAILED
 from forkhorse.wiring.aws import PROMOTE_ACQUIRE_SECONDS
 
 from tests.support.promote import (

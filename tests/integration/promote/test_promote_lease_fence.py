@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from forkhorse.domain.model import Promotion
-from forkhorse.runner.contracts import PromoteState
-from forkhorse.runner.promote_steps import promote_write
 from forkhorse.service.facade import Service, ServiceSettings
-from forkhorse.service.promotions import LEASE_LOST
+from forkhorse.service.promote.contracts import PromoteState
+from forkhorse.service.promote.request import LEASE_LOST
+from forkhorse.service.promote.steps import promote_write
 from forkhorse.wiring.local import build_local_runtime
 
 from tests.support.store import COMMIT, seed_review

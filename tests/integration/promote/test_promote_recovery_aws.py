@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.service.promotions import JOB_STOPPED, NOT_LANDED
+from forkhorse.service.promote.request import JOB_STOPPED, NOT_LANDED
 
 from tests.support.aws import load_function
 from tests.support.lambda_context import FakeLambdaContext

@@ -12,8 +12,8 @@ from forkhorse.domain.gate import reason_code, validate_required
 from forkhorse.domain.receipts import SKIPPED_FULL_MESSAGE
 from forkhorse.ports.clock import SystemClock
 from forkhorse.records import get_json
-from forkhorse.runner.history import HISTORY_SUFFIX
-from forkhorse.runner.steps import UNATTACHED_MESSAGE
+from forkhorse.runner.local.history import HISTORY_SUFFIX
+from forkhorse.runner.workflow.steps import UNATTACHED_MESSAGE
 from forkhorse.service.approvals import gather_evidence
 from forkhorse.service.context import Context, ServiceSettings
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from forkhorse.runner import recovery
+from forkhorse.runner.upkeep import recovery
 from mypy_boto3_stepfunctions import SFNClient
 
 from tests.support.moto_atomic import atomic_mock_aws

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.domain.run import RunRef
-from forkhorse.runner.steps import FULL_POLL_SECONDS
+from forkhorse.runner.workflow.steps import FULL_POLL_SECONDS
 from forkhorse.wiring.handlers import providers
 from moto.awslambda_simple.models import LambdaSimpleBackend
 

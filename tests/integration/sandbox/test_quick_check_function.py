@@ -16,7 +16,7 @@ from dulwich.repo import Repo
 from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.receipts import CheckRecord
-from forkhorse.runner.contracts import InvalidStepInput
+from forkhorse.runner.workflow.contracts import InvalidStepInput
 from forkhorse.wiring.handlers import providers
 
 from tests.support.aws import create_table_from_template

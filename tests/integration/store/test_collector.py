@@ -11,7 +11,7 @@ from forkhorse.domain.model import LedgerEntry, Promotion
 from forkhorse.ports.git import PackCollection, ReachTooLarge
 from forkhorse.ports.store import Store
 from forkhorse.records import get_record, put_json, put_record
-from forkhorse.runner.collector import DEFAULT_GRACE, collect, collect_records
+from forkhorse.runner.upkeep.collector import DEFAULT_GRACE, collect, collect_records
 
 from tests.support.store import (
     COMMIT,

@@ -20,7 +20,7 @@ from forkhorse.domain.canonical import chunk_text
 from forkhorse.ports.store import Store
 from forkhorse.ports.store.records import fits_one_transaction
 from forkhorse.records import digest_and_chunks, get_record, put_record
-from forkhorse.runner.collector import DEFAULT_GRACE, collect_records
+from forkhorse.runner.upkeep.collector import DEFAULT_GRACE, collect_records
 
 from tests.support.store import T0, beyond_one_transaction, record, record_digest
 

@@ -15,4 +15,4 @@ def test_only_the_promote_path_mints_the_canonical_write_capability() -> None:
     )
     # The write step of the promote workflow; on AWS the template also denies canonical
     # writes to every other function.
-    assert callers == ["domain/git_access.py", "runner/promote_steps.py"]
+    assert callers == ["domain/git_access.py", "service/promote/steps.py"]

@@ -19,14 +19,14 @@ from typing import Any, TypeAliasType
 
 import pytest
 from forkhorse.ports.containers import LaunchThrottled
-from forkhorse.runner.contracts import (
+from forkhorse.runner.workflow.contracts import (
     ExecutionInput,
     FullProgress,
     FullResult,
-    PromoteStart,
     QuickGate,
     input_model,
 )
+from forkhorse.service.promote.contracts import PromoteStart
 from forkhorse.wiring.handlers import StepHandler
 from pydantic import BaseModel, Field
 

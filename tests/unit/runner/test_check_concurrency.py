@@ -1,4 +1,4 @@
-"""The machine's concurrency bounds sandboxes and containers together (runner/scheduler.py).
+"""The machine's concurrency bounds sandboxes and containers together (runner/local/scheduler.py).
 
 Fake receipt runs (three quick checks then one full check, as the throughput bench's) count
 the checks that hold a slot at once; every wait is bounded in count and time."""
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 from forkhorse.domain.limits import QueueLimits, queue_for_concurrency
-from forkhorse.runner.scheduler import QUICK_EXTRA_SLOTS, FairScheduler, Job, LaneName, Ticket
+from forkhorse.runner.local.scheduler import QUICK_EXTRA_SLOTS, FairScheduler, Job, LaneName, Ticket
 
 STEPS: tuple[LaneName, ...] = ("quick", "quick", "quick", "full")
 GATE_SECONDS = 60.0

@@ -4,7 +4,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from forkhorse.runner.history import HISTORY_SUFFIX, ExecutionHistory, read_history
+from forkhorse.runner.local.history import HISTORY_SUFFIX, ExecutionHistory, read_history
 
 
 class _Clock:

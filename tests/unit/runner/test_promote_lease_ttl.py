@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from forkhorse.domain.checks import FullCheckDef, QuickCheckDef
 from forkhorse.domain.limits import QUICK_SANDBOX, RECEIPT_RUN_TIMEOUT_SECONDS
-from forkhorse.runner.promote_steps import LEASE_MARGIN_SECONDS, lease_ttl
+from forkhorse.service.promote.steps import LEASE_MARGIN_SECONDS, lease_ttl
 
 
 def _full(seconds: int) -> FullCheckDef:

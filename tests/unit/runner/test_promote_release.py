@@ -10,8 +10,8 @@ from typing import cast
 
 from forkhorse.adapters.sqlite import SqliteStore
 from forkhorse.ports.clock import SystemClock
-from forkhorse.runner.contracts import PromoteState
-from forkhorse.runner.promote_steps import PromoteDeps, promote_release
+from forkhorse.service.promote.contracts import PromoteState
+from forkhorse.service.promote.steps import PromoteDeps, promote_release
 
 ROOT = Path(__file__).resolve().parents[3]
 TTL = timedelta(minutes=20)

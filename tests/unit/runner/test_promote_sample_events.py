@@ -4,8 +4,8 @@ sample's validity is test_step_contracts')."""
 import json
 from pathlib import Path
 
-from forkhorse.runner.contracts import PromoteState
-from forkhorse.runner.promote_steps import refusal_from_error
+from forkhorse.service.promote.contracts import PromoteState
+from forkhorse.service.promote.steps import refusal_from_error
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,4 @@
-"""The step contracts (forkhorse.runner.contracts): every sample event in events/ is a valid
+"""The step contracts of both state machines: every sample event in events/ is a valid
 input of the step its function runs, the JSON they put on the wire is pinned byte for byte
 (the state machines and stored executions depend on it), and a bad input is refused with
 the field named."""
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from forkhorse.domain.checks import FullCheckDef, QuickCheckDef
 from forkhorse.domain.run import RunRef
-from forkhorse.runner.contracts import (
+from forkhorse.runner.workflow.contracts import (
     ExecutionInput,
     Finalized,
     FullItem,
@@ -21,14 +21,13 @@ from forkhorse.runner.contracts import (
     PreparedAbsent,
     PreparedChecks,
     PreparedInvalid,
-    PromoteState,
     QuickDropped,
-    RunReserved,
     StepResult,
     input_model,
     parse_step_input,
     to_wire,
 )
+from forkhorse.service.promote.contracts import PromoteState, RunReserved
 from forkhorse.wiring.handlers import StepHandler
 from pydantic import BaseModel
 

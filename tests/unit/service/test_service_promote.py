@@ -10,7 +10,7 @@ import pytest
 from forkhorse.domain.model import Promotion
 from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE, ServiceError
 from forkhorse.service.facade import Service
-from forkhorse.service.promotion_rules import ALREADY_RUNNING, CONSENT_MISSING, NO_PROMOTION
+from forkhorse.service.promote.rules import ALREADY_RUNNING, CONSENT_MISSING, NO_PROMOTION
 
 from tests.support.service import CLAIM_TTL, FULL_FAILING, PASSING, Fast, Lane, wire
 

@@ -200,7 +200,7 @@ class QueueLimits:
 class StopLimits:
     """`forkhorse serve` on SIGTERM or SIGINT: it stops taking work, ends every run in flight
     as an infrastructure error that says the service stopped, removes their containers and
-    unmounts their workspaces, then exits (`serve.py`, `runner/supervisor.py`)."""
+    unmounts their workspaces, then exits (`serve.py`, `runner/local/supervisor.py`)."""
 
     # Runs in flight get this long to notice and clean up after themselves (a full check
     # notices within 50 ms and its container goes at once; a quick check in its sandbox ends

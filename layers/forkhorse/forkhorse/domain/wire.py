@@ -1,6 +1,6 @@
 """Strict wire models: camelCase on the wire, nothing unknown, no coercion."""
 
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 WIRE_CONFIG = ConfigDict(
@@ -17,3 +17,9 @@ def is_none(value: object) -> bool:
     """`Field(default=None, exclude_if=is_none)`: an optional field absent from the wire
     unless set, so a model dumps exactly the keys its producer sent."""
     return value is None
+
+
+class WireModel(BaseModel):
+    """A step contract or wire body on `WIRE_CONFIG`."""
+
+    model_config = WIRE_CONFIG

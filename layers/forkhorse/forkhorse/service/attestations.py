@@ -1,26 +1,17 @@
-"""Signed evidence as owners, agents and verifiers see it, and the promotion's VSA.
+"""Signed evidence as owners, agents and verifiers see it.
 
 Reading: the DSSE envelope of a review's attached record (its owner and its reviewing
-agent), of a done promotion, and the public keys. Signing a VSA is the promote-write step's.
+agent), of a done promotion, and the public keys. Signing a VSA is the promote-write
+step's (`service.promote.attest`).
 """
 
 from __future__ import annotations
 
-import logging
-
-from forkhorse import records
 from forkhorse.attest.attestor import Attestor
-from forkhorse.attest.statements import PromotionFacts, is_mocked
-from forkhorse.domain.canonical import RecordCorruptedError
-from forkhorse.domain.model import Promotion
-from forkhorse.domain.receipts import format_timestamp
-from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service.context import Context
-from forkhorse.service.errors import Conflict, Forbidden, NotFound
+from forkhorse.service.errors import Forbidden, NotFound
 from forkhorse.service.identity import Caller
 from forkhorse.service.responses import DsseEnvelope, KeyList
-
-log = logging.getLogger(__name__)
 
 NO_RECEIPT_ATTESTATION = "No signed attestation exists for this review's receipt."
 NO_PROMOTION_ATTESTATION = "No signed attestation exists for this promotion."
@@ -75,46 +66,3 @@ class Attestations:
         return KeyList.model_validate(
             {"keys": [] if self._c.attestor is None else self._c.attestor.keys()}
         )
-
-
-def attest_promotion(context: Context, promotion: Promotion) -> None:
-    """Sign the VSA of a done promotion (the promote-write step; once per promotion).
-    Canonical has moved by then, so a function without the key logs it rather than fail
-    the workflow (the template names the key to write and settle; a test checks)."""
-    attestor = context.attestor
-    if attestor is None or promotion.state != "done":
-        return
-    if attestor.signer is None:
-        log.error("promotion %s is done but unattested: no signing key here", promotion.id)
-        return
-    attestor.attest_promotion(promotion_facts(context, promotion), context.clock.now())
-
-
-def promotion_facts(context: Context, promotion: Promotion) -> PromotionFacts:
-    base = context.settings.public_url
-    digest = promotion.digest
-    record = None
-    if digest is not None:
-        try:
-            record = records.get_record(context.store, digest)
-        except RecordCorruptedError as corrupted:
-            raise Conflict("The promoted record does not match its digest.") from corrupted
-    attestor = context.attestor
-    payload = None
-    if digest is not None and attestor is not None:
-        payload = attestor.receipt_payload_digest(digest)
-    path = receipt_attestation_path(promotion.project_id, promotion.review_id)
-    return PromotionFacts(
-        project=promotion.project_id,
-        promotion_id=promotion.id,
-        review_id=promotion.review_id,
-        commit=promotion.commit,
-        mode=promotion.mode or "advisory",
-        time_verified=format_timestamp(promotion.settled_at or context.clock.now()),
-        resource_uri=f"git+{base}/git/{promotion.project_id}/canonical.git@{DEFAULT_BRANCH}",
-        record_digest=digest,
-        record_passed=record is not None and record.status == "passed",
-        record_mocked=record is not None and is_mocked(record),
-        receipt_uri=None if payload is None else base + path,
-        receipt_payload_digest=payload,
-    )

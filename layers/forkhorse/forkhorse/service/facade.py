@@ -16,7 +16,7 @@ from forkhorse.service.identity import Caller, token_hash
 from forkhorse.service.inspection import Inspection
 from forkhorse.service.listings import Listings
 from forkhorse.service.projects import Projects
-from forkhorse.service.promotions import Promotions
+from forkhorse.service.promote.request import Promotions
 from forkhorse.service.reviews import Reviews
 
 __all__ = ["Service", "ServiceSettings"]

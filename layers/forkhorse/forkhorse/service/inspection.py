@@ -17,7 +17,7 @@ from forkhorse.service.approvals import Approvals, checks_diff
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
 from forkhorse.service.identity import Caller
-from forkhorse.service.promotions import Promotions
+from forkhorse.service.promote.request import Promotions
 from forkhorse.service.responses import (
     CheckDiffRow,
     GateChecks,

@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from forkhorse.observability import Correlate, lambda_handler, promote_keys, run_keys
-from forkhorse.runner import steps
-from forkhorse.runner.contracts import input_model, parse_step_input, to_wire
-from forkhorse.runner.promote_steps import PromoteDeps
+from forkhorse.runner.workflow import steps
+from forkhorse.runner.workflow.contracts import input_model, parse_step_input, to_wire
+from forkhorse.service.promote.steps import PromoteDeps
 from forkhorse.wiring import aws
 
 

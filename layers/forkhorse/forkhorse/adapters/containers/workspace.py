@@ -1,7 +1,7 @@
 """A full check's /workspace: the run's exported checkout, shared read-only by every full check
 of the run, under a fresh overlay whose writable layer is a tmpfs per check.
 
-The export is made once per run (`runner.steps.exported_checkout`); nothing copies it per
+The export is made once per run (`runner.workflow.steps.exported_checkout`); nothing copies it per
 check. Podman mounts it as the overlay's lower layer, which a check can never change: its
 writes (new files, and copies of the files it changes) go to the upper layer. A host
 directory has no quota, so a check could fill the host's disk; the upper layer is a tmpfs
@@ -49,7 +49,7 @@ def _mount_tmpfs(target: Path, options: str) -> None:
 def share_checkout(checkout: Path, uid: int) -> None:
     """Hand the run's export to the check user, once per run: the check may change any file
     of its overlay (podman gives the overlay's root the owner and mode of the export's). The
-    export's parent directory is root-only (`runner.steps.exported_checkout`), so no host
+    export's parent directory is root-only (`runner.workflow.steps.exported_checkout`), so no host
     user with the check's uid can reach the files the run's checks share."""
     for path in (checkout, *checkout.rglob("*")):
         os.lchown(path, uid, uid)

@@ -1,5 +1,5 @@
-"""The state machines' step contracts: what each step of ReceiptRun and PromoteRun takes
-and returns, on the package's one wire configuration (`WIRE_CONFIG`).
+"""The ReceiptRun step contracts: what each step takes and returns (PromoteRun's are in
+`service.promote.contracts`), on the package's one wire configuration (`WIRE_CONFIG`).
 
 The step functions take and return these models; the Lambda handlers validate the event
 into a step's input model (`parse_step_input`) and dump its output (`to_wire`), and the local
@@ -20,12 +20,8 @@ from pydantic import BaseModel, Field, ValidationError
 from forkhorse.domain.checks import FullCheckDef, QuickCheckDef
 from forkhorse.domain.receipts import FinalOutcome
 from forkhorse.domain.run import RunRef
-from forkhorse.domain.wire import WIRE_CONFIG, is_none
+from forkhorse.domain.wire import WireModel, is_none
 from forkhorse.ports.containers import ContainerHandle
-
-
-class _Wire(BaseModel):
-    model_config = WIRE_CONFIG
 
 
 class InvalidStepInput(ValueError):
@@ -57,10 +53,7 @@ def input_model(step: Callable[..., Any]) -> type[BaseModel]:
     return model
 
 
-# --- ReceiptRun -------------------------------------------------------------------------
-
-
-class ExecutionInput(_Wire):
+class ExecutionInput(WireModel):
     """A ReceiptRun execution's input, and Prepare's."""
 
     run: RunRef
@@ -70,7 +63,7 @@ class ExecutionInput(_Wire):
     )
 
 
-class PreparedChecks(_Wire):
+class PreparedChecks(WireModel):
     """Prepare found `.forkhorse/checks`: the definitions to run, in the file's order."""
 
     discovery: Literal["checks"]
@@ -80,7 +73,7 @@ class PreparedChecks(_Wire):
     quick_count: int
 
 
-class PreparedAbsent(_Wire):
+class PreparedAbsent(WireModel):
     """No `.forkhorse/checks`: finalize discards the execution."""
 
     discovery: Literal["absent"]
@@ -89,7 +82,7 @@ class PreparedAbsent(_Wire):
     quick_count: int
 
 
-class PreparedInvalid(_Wire):
+class PreparedInvalid(WireModel):
     """`.forkhorse/checks` is invalid or unreadable; `message` says why."""
 
     discovery: Literal["invalid"]
@@ -104,14 +97,14 @@ type Prepared = Annotated[
 ]
 
 
-class QuickItem(_Wire):
+class QuickItem(WireModel):
     """One iteration of the QuickChecks map: the quick check step's input."""
 
     run: RunRef
     check: QuickCheckDef
 
 
-class QuickDropped(_Wire):
+class QuickDropped(WireModel):
     """The quick check's output: where its evidence was dropped; QuickRecord's input."""
 
     run: RunRef
@@ -119,7 +112,7 @@ class QuickDropped(_Wire):
     evidence: str
 
 
-class StepResult(_Wire):
+class StepResult(WireModel):
     """A check's stored evidence: QuickRecord's output, one item of the execution's `quick`."""
 
     name: str
@@ -128,20 +121,20 @@ class StepResult(_Wire):
     result: str
 
 
-class QuickGate(_Wire):
+class QuickGate(WireModel):
     """QuickGateCount's result: any quick check that did not pass closes the gate."""
 
     closed: bool
 
 
-class FullItem(_Wire):
+class FullItem(WireModel):
     """One iteration of the FullChecks map: FullStart's input."""
 
     run: RunRef
     check: FullCheckDef
 
 
-class FullResult(_Wire):
+class FullResult(WireModel):
     """FullFinished's result: one item of the execution's `full`."""
 
     name: str
@@ -149,7 +142,7 @@ class FullResult(_Wire):
     result: str
 
 
-class FullProgress(_Wire):
+class FullProgress(WireModel):
     """FullStart's and FullPoll's output (and FullPoll's input): a running container's
     handle, or once `done` the stored evidence."""
 
@@ -180,7 +173,7 @@ class ExecutionState(ExecutionInput):
     infrastructure_error: bool | None = Field(default=None, exclude_if=is_none)
 
 
-class Finalized(_Wire):
+class Finalized(WireModel):
     """Finalize's output, the execution's output."""
 
     attached: bool
@@ -189,35 +182,3 @@ class Finalized(_Wire):
     reason: str | None = Field(default=None, exclude_if=is_none)
     digest: str | None = Field(default=None, exclude_if=is_none)
     status: FinalOutcome | None = Field(default=None, exclude_if=is_none)
-
-
-# --- PromoteRun -------------------------------------------------------------------------
-
-
-class PromoteStart(_Wire):
-    """A PromoteRun execution's input, and Acquire's: the promotion, nothing else."""
-
-    project_id: str
-    promotion_id: str
-
-
-class PromoteState(PromoteStart):
-    """What flows between PromoteRun's states: each step's output is its input plus what
-    it adds (Acquire the lease, StartRun the run, Verify the digest, Write the outcome; a
-    Catch adds `error` for Settle)."""
-
-    token: int | None = Field(default=None, exclude_if=is_none)
-    lease_seconds: int | None = Field(default=None, exclude_if=is_none)
-    lease_expires_at: str | None = Field(default=None, exclude_if=is_none)
-    required: bool | None = Field(default=None, exclude_if=is_none)
-    run: RunRef | None = Field(default=None, exclude_if=is_none)
-    digest: str | None = Field(default=None, exclude_if=is_none)
-    outcome: str | None = Field(default=None, exclude_if=is_none)
-    error: dict[str, str] | None = Field(default=None, exclude_if=is_none)
-
-
-class RunReserved(PromoteState):
-    """StartRun's output: `run` is always on the wire, null in advisory mode, which the
-    Mode choice tests with IsNull."""
-
-    run: RunRef | None = None

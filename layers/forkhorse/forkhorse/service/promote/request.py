@@ -3,7 +3,7 @@
 The request checks authority and consent, records a `queued` promotion (one live promote
 per review) and starts the PromoteRun workflow through the Orchestrator port: Step Functions
 on AWS, the local supervisor's journaled runner locally. The workflow's steps
-(`runner/promote_steps.py`) keep the outcome in the Store, so any process answers
+(`service/promote/steps.py`) keep the outcome in the Store, so any process answers
 `GET .../promotion`; the request waits a short time for it and otherwise answers 202.
 """
 
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from forkhorse.domain.model import Promotion, Refusal, Review
-from forkhorse.service import promotion_rules as rules
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound, ServiceError, refused_with
 from forkhorse.service.identity import Caller
-from forkhorse.service.promotion_rules import (  # noqa: F401 - the answers, importable here
+from forkhorse.service.promote import rules
+from forkhorse.service.promote.rules import (  # noqa: F401 - the answers, importable here
     ALREADY_RUNNING,
     CANONICAL_MOVED,
     CONSENT_MISSING,

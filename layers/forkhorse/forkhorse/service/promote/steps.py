@@ -1,10 +1,10 @@
 """The steps of one promote workflow (PromoteRun): acquire, start-run, verify, write,
 release, and the Catch target settle (renew is the lease's heartbeat).
 
-Each step takes and returns its contract (`runner/contracts.py`), whose wire form is exactly
-what the PromoteRun state machine passes between its states, so the same functions run
-behind Step Functions (one Lambda each) and in the local supervisor
-(`runner/promote_local.py`), which journals each step's output. A step's output is its input
+Each step takes and returns its contract (`service/promote/contracts.py`), whose wire
+form is exactly what the PromoteRun state machine passes between its states, so the same
+functions run behind Step Functions (one Lambda each) and in the local supervisor
+(`runner/local/promote.py`), which journals each step's output. A step's output is its input
 plus what it adds, so any later step has what it needs.
 
 Refusals raise `PromoteRefused`, whose message is the refusal's JSON (status, error,
@@ -34,10 +34,7 @@ from forkhorse.domain.receipts import format_timestamp
 from forkhorse.domain.run import RunRef
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotError
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.runner.contracts import PromoteStart, PromoteState, RunReserved
-from forkhorse.service import promotion_rules as rules
 from forkhorse.service.approvals import gather_evidence
-from forkhorse.service.attestations import attest_promotion
 from forkhorse.service.context import Context
 from forkhorse.service.errors import (
     CHECKS_FAILED_BEFORE_PROMOTE,
@@ -45,6 +42,9 @@ from forkhorse.service.errors import (
     NotFound,
     ServiceError,
 )
+from forkhorse.service.promote import rules
+from forkhorse.service.promote.attest import attest_promotion
+from forkhorse.service.promote.contracts import PromoteStart, PromoteState, RunReserved
 from forkhorse.service.reviews import abandon_run, reserve_run
 
 log = logging.getLogger(__name__)

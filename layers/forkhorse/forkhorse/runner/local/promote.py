@@ -24,10 +24,11 @@ from typing import Any
 
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.journal import ENDED, STARTED, PromoteJournal
-from forkhorse.runner import promote_steps as steps
-from forkhorse.runner.contracts import PromoteStart, PromoteState, to_wire
-from forkhorse.runner.history import HISTORY_SUFFIX, ExecutionHistory, read_history
+from forkhorse.runner.local.history import HISTORY_SUFFIX, ExecutionHistory, read_history
+from forkhorse.runner.workflow.contracts import to_wire
 from forkhorse.service.context import Context
+from forkhorse.service.promote import steps
+from forkhorse.service.promote.contracts import PromoteStart, PromoteState
 
 log = logging.getLogger(__name__)
 

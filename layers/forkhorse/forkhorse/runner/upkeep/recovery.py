@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forkhorse.runner.contracts import ExecutionInput, ExecutionState, PromoteStart
-from forkhorse.runner.promote_steps import PromoteDeps, settle_stopped
-from forkhorse.runner.steps import EXPORT_PREFIX, RunnerDeps, finalize
+from forkhorse.runner.workflow.contracts import ExecutionInput, ExecutionState
+from forkhorse.runner.workflow.steps import EXPORT_PREFIX, RunnerDeps, finalize
+from forkhorse.service.promote.contracts import PromoteStart
+from forkhorse.service.promote.steps import PromoteDeps, settle_stopped
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient

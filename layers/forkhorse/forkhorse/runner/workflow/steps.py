@@ -1,10 +1,10 @@
 """The steps of one receipt run: prepare, quick, full-start, full-poll, finalize.
 
-Each step takes and returns its contract (`runner/contracts.py`), whose wire form is exactly
-what the ReceiptRun state machine passes between its states, so the same functions run
-behind Step Functions (one Lambda each) and in the local supervisor. Check evidence travels
-between steps as content-addressed records in the Store: only digests go through the state
-machine, which keeps payloads small.
+Each step takes and returns its contract (`runner/workflow/contracts.py`), whose wire
+form is exactly what the ReceiptRun state machine passes between its states, so the same
+functions run behind Step Functions (one Lambda each) and in the local supervisor. Check
+evidence travels between steps as content-addressed records in the Store: only digests go
+through the state machine, which keeps payloads small.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from forkhorse.ports.evidence import EvidenceDrop
 from forkhorse.ports.git import ArchiveLink, GitHost, Snapshot
 from forkhorse.ports.sandbox import QuickSandbox
 from forkhorse.ports.store import Store
-from forkhorse.runner.contracts import (
+from forkhorse.runner.workflow.contracts import (
     ExecutionInput,
     ExecutionState,
     Finalized,

@@ -1,7 +1,7 @@
 """What the promote request and the promote workflow's steps share: the exact answers,
 the checks both modes apply, settling and reconciliation.
 
-The request side (`service/promotions.py`) and the steps (`runner/promote_steps.py`, run
+The request side (`service/promote/request.py`) and the steps (`service/promote/steps.py`, run
 by Step Functions or by the local supervisor) both use these, so each rule lives once.
 """
 

@@ -1,11 +1,11 @@
 """The local supervisor: runs ReceiptRun's states in the state machine's order, on threads.
 
 It is the local stand-in for Step Functions. It calls the same step functions with the same
-contracts (`runner/contracts.py`), follows the same choices (discovery, the quick gate, the
+contracts (`runner/workflow/contracts.py`), follows the same choices (discovery, the quick gate, the
 full poll loop) and routes any unexpected failure to the infrastructure-error finalizer, as
 the state machine's Catch does.
 
-Runs are scheduled fairly (`runner/scheduler.py`): per-project and per-agent limits,
+Runs are scheduled fairly (`runner/local/scheduler.py`): per-project and per-agent limits,
 before-promote runs first, quick and full checks in separate lanes. A superseded run is
 cancelled: queued, it never starts; running, it stops at its next step and its container is
 destroyed; either way its history ends with `ExecutionAborted`, as StopExecution's would.
@@ -36,9 +36,19 @@ from forkhorse.domain.receipts import interrupted_summary
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.containers import ContainerHandle
 from forkhorse.ports.git import PackCollector
-from forkhorse.runner import steps
-from forkhorse.runner.collector import DEFAULT_GRACE, collect
-from forkhorse.runner.contracts import (
+from forkhorse.runner.local.history import HISTORY_SUFFIX, ExecutionHistory, read_history
+from forkhorse.runner.local.scheduler import (
+    Cancelled,
+    FairScheduler,
+    Job,
+    QueueFull,
+    Stopped,
+    Ticket,
+)
+from forkhorse.runner.upkeep.collector import DEFAULT_GRACE, collect
+from forkhorse.runner.upkeep.recovery import remove_stale_exports
+from forkhorse.runner.workflow import steps
+from forkhorse.runner.workflow.contracts import (
     ExecutionState,
     Finalized,
     FullItem,
@@ -50,19 +60,9 @@ from forkhorse.runner.contracts import (
     StepResult,
     to_wire,
 )
-from forkhorse.runner.history import HISTORY_SUFFIX, ExecutionHistory, read_history
-from forkhorse.runner.recovery import remove_stale_exports
-from forkhorse.runner.scheduler import (
-    Cancelled,
-    FairScheduler,
-    Job,
-    QueueFull,
-    Stopped,
-    Ticket,
-)
 
 if TYPE_CHECKING:
-    from forkhorse.runner.promote_local import LocalPromotes
+    from forkhorse.runner.local.promote import LocalPromotes
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Upkeep: interrupted executions recovered, stale exports and unreachable packs removed."""

@@ -1,0 +1,1 @@
+"""The ReceiptRun steps and the step contracts of both state machines."""
