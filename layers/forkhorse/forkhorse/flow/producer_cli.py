@@ -1,7 +1,8 @@
 """`forkhorse review-findings|gate receipt|qa|criteria|triage-skip`: writing Flow-Next receipts.
 
-Registered by `forkhorse.flow.cli.register`; same conventions: `--json` for machine output,
-exit 0 done, 1 a clean "no" (nothing written), 2 usage or I/O error (nothing changed).
+Registered by `forkhorse.flow.cli.register`; the conventions of `cli_support`: `--json` for
+machine output, exit 0 done, 1 a clean "no" (nothing written), 2 usage or I/O error (nothing
+changed).
 """
 
 from __future__ import annotations
@@ -15,18 +16,30 @@ from pathlib import Path
 from typing import Any
 
 from forkhorse.domain.limits import FLOW_PRODUCER
-from forkhorse.flow import cli, gate_receipts, green, producer, qa_receipt, standing, triage
+from forkhorse.flow import gate_receipts, green, producer, qa_receipt, standing, triage
+from forkhorse.flow.cli_support import (
+    EXIT_NO,
+    EXIT_YES,
+    Subparsers,
+    UsageError,
+    current_head,
+    dirty_paths,
+    emit,
+    git,
+    group,
+    guarded,
+    leaf,
+    repo_root,
+)
 from forkhorse.flow.envelope import validate_receipt
 from forkhorse.flow.history import atomic_write_json, write_latest
 from forkhorse.flow.producer import AttachError, read_bounded_json, read_bounded_text
 from forkhorse.flow.rules import RuleViolation
 
-type Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
-
 
 def register(subparsers: Subparsers, gate: Subparsers) -> None:
-    findings = cli._group(subparsers, "review-findings", "attach structured findings to receipts")
-    attach = cli._leaf(
+    findings = group(subparsers, "review-findings", "attach structured findings to receipts")
+    attach = leaf(
         findings, "attach", "parse reviewer prose and publish the receipt atomically", _attach
     )
     attach.add_argument("--receipt", required=True, type=Path, help="the receipt path")
@@ -35,12 +48,12 @@ def register(subparsers: Subparsers, gate: Subparsers) -> None:
     attach.add_argument("--head", required=True, help="reviewed head (a commit-ish)")
     attach.add_argument("--base", help="reviewed base (a commit-ish); anchors need it")
 
-    receipt = cli._leaf(gate, "receipt", "record a passing gate command as a green receipt", _gate)
+    receipt = leaf(gate, "receipt", "record a passing gate command as a green receipt", _gate)
     receipt.add_argument("--id", required=True, dest="gate_id", metavar="GATE")
     receipt.add_argument("command", metavar="COMMAND", nargs="+")
 
-    qa = cli._group(subparsers, "qa", "QA receipts (type: qa_verdict)")
-    stamp = cli._leaf(qa, "receipt", "stamp and write the QA receipt for a spec", _qa_receipt)
+    qa = group(subparsers, "qa", "QA receipts (type: qa_verdict)")
+    stamp = leaf(qa, "receipt", "stamp and write the QA receipt for a spec", _qa_receipt)
     stamp.add_argument("--spec", required=True, dest="spec_id", metavar="SPEC_ID")
     stamp.add_argument("--input", required=True, type=Path, help="the QA pass's receipt draft")
 
@@ -53,19 +66,15 @@ def register(subparsers: Subparsers, gate: Subparsers) -> None:
     skip.add_argument("--base", help="base ref to diff against (default: main, else master)")
     skip.add_argument("--task", default="branch", help="receipt id (default: branch)")
     skip.add_argument("--receipt", type=Path, help="where to write the receipt on a skip")
-    skip.set_defaults(func=cli._guarded(_triage_skip))
+    skip.set_defaults(func=guarded(_triage_skip))
 
-    criteria = cli._group(subparsers, "criteria", "standing criteria in .flow/criteria.md")
-    cli._leaf(criteria, "list", "list the configured standing criteria", _criteria_list)
-
-
-def repo_root() -> Path:
-    return Path(cli._git(Path.cwd(), "rev-parse", "--show-toplevel").decode().strip())
+    criteria = group(subparsers, "criteria", "standing criteria in .flow/criteria.md")
+    leaf(criteria, "list", "list the configured standing criteria", _criteria_list)
 
 
 def resolve_commit(ref: str) -> str:
     """A full commit id for `ref`, resolved locally."""
-    value = cli._git(Path.cwd(), "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+    value = git(Path.cwd(), "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
     return value.decode().strip()
 
 
@@ -77,9 +86,9 @@ def _attach(args: argparse.Namespace) -> int:
         receipt = read_bounded_json(args.input)
         review_text = read_bounded_text(args.review_file)
     except (ValueError, UnicodeError) as exc:
-        raise cli.UsageError(f"review-findings attach input error: {exc}") from None
+        raise UsageError(f"review-findings attach input error: {exc}") from None
     if not isinstance(receipt, dict):
-        raise cli.UsageError("review-findings attach input must be a JSON object")
+        raise UsageError("review-findings attach input must be a JSON object")
     head = resolve_commit(args.head)
     base = resolve_commit(args.base) if args.base else None
     try:
@@ -93,10 +102,10 @@ def _attach(args: argparse.Namespace) -> int:
             configured_criteria=configured,
         )
     except (AttachError, standing.CriteriaError) as exc:
-        raise cli.UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     state = "attached" if result.findings_attached else "unsupported"
-    cli._emit(args, result.payload(), f"review findings {state}: {result.receipt_path}")
-    return cli.EXIT_YES
+    emit(args, result.payload(), f"review findings {state}: {result.receipt_path}")
+    return EXIT_YES
 
 
 # --- gate receipt ------------------------------------------------------------------------------
@@ -104,21 +113,21 @@ def _attach(args: argparse.Namespace) -> int:
 
 def _gate(args: argparse.Namespace) -> int:
     if not green.is_valid_gate_id(args.gate_id):
-        raise cli.UsageError(f"invalid gate id {args.gate_id!r}")
+        raise UsageError(f"invalid gate id {args.gate_id!r}")
     command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
     root = repo_root()
-    head = cli._head(root)
-    dirty = cli._dirty(root)
+    head = current_head(root)
+    dirty = dirty_paths(root)
     if dirty:
         message = f"worktree dirty outside the ignore set ({dirty[0]}) - receipt not warrantable"
-        cli._emit(args, {"written": False, "reason": message}, f"NO_RECEIPT: {message}")
-        return cli.EXIT_NO
+        emit(args, {"written": False, "reason": message}, f"NO_RECEIPT: {message}")
+        return EXIT_NO
     try:
         recorded = gate_receipts.record(
             root, head_sha=head, gate_id=args.gate_id, command=command, now=datetime.now(UTC)
         )
     except gate_receipts.OutsideRepository as exc:
-        raise cli.UsageError(f"{exc} - refusing to write") from None
+        raise UsageError(f"{exc} - refusing to write") from None
     relative = recorded.path.relative_to(root).as_posix()
     payload = {
         "gate_id": args.gate_id,
@@ -129,8 +138,8 @@ def _gate(args: argparse.Namespace) -> int:
         "timestamp": recorded.receipt["timestamp"],
         "pruned": list(recorded.pruned),
     }
-    cli._emit(args, payload, f"GREEN_RECEIPT: {relative}")
-    return cli.EXIT_YES
+    emit(args, payload, f"GREEN_RECEIPT: {relative}")
+    return EXIT_YES
 
 
 # --- qa receipt --------------------------------------------------------------------------------
@@ -140,29 +149,29 @@ def _qa_receipt(args: argparse.Namespace) -> int:
     try:
         draft = read_bounded_json(args.input)
     except (ValueError, UnicodeError) as exc:
-        raise cli.UsageError(f"qa receipt input error: {exc}") from None
+        raise UsageError(f"qa receipt input error: {exc}") from None
     if not isinstance(draft, dict):
-        raise cli.UsageError("qa receipt input must be a JSON object")
+        raise UsageError("qa receipt input must be a JSON object")
     root = repo_root()
-    branch = cli._git(root, "branch", "--show-current").decode().strip()
+    branch = git(root, "branch", "--show-current").decode().strip()
     if not branch:
-        raise cli.UsageError("qa receipt needs a branch (HEAD is detached)")
+        raise UsageError("qa receipt needs a branch (HEAD is detached)")
     try:
         path = root / qa_receipt.receipt_path(args.spec_id)
         gate_receipts.refuse_outside(root, path.parent)
         receipt = qa_receipt.stamp(
             draft,
             spec_id=args.spec_id,
-            head_sha=cli._head(root),
+            head_sha=current_head(root),
             branch=branch,
             prior=qa_receipt.read_prior(path),
             timestamp=green.utc_timestamp(datetime.now(UTC)),
         )
         write_latest(path, receipt)
     except (qa_receipt.QaReceiptError, gate_receipts.OutsideRepository) as exc:
-        raise cli.UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     except RuleViolation as violation:
-        raise cli.UsageError(f"the QA receipt would be invalid: {violation}") from None
+        raise UsageError(f"the QA receipt would be invalid: {violation}") from None
     relative = path.relative_to(root).as_posix()
     payload = {
         "receipt": relative,
@@ -172,8 +181,8 @@ def _qa_receipt(args: argparse.Namespace) -> int:
         "branch": branch,
         "counts": receipt["counts"],
     }
-    cli._emit(args, payload, f"QA_RECEIPT: {relative} ({receipt['verdict']})")
-    return cli.EXIT_YES
+    emit(args, payload, f"QA_RECEIPT: {relative} ({receipt['verdict']})")
+    return EXIT_YES
 
 
 # --- triage-skip -------------------------------------------------------------------------------
@@ -182,7 +191,7 @@ def _qa_receipt(args: argparse.Namespace) -> int:
 def _triage_skip(args: argparse.Namespace) -> int:
     root = repo_root()
     base = args.base or _default_base(root)
-    listing = cli._git(root, "diff", "--name-only", f"{base}..HEAD").decode("utf-8", "replace")
+    listing = git(root, "diff", "--name-only", f"{base}..HEAD").decode("utf-8", "replace")
     paths = [line.strip() for line in listing.splitlines() if line.strip()]
     if len(paths) > FLOW_PRODUCER.triage_paths:
         verdict, reason = None, f"more than {FLOW_PRODUCER.triage_paths} changed files"
@@ -213,17 +222,17 @@ def _triage_skip(args: argparse.Namespace) -> int:
     text = f"SKIP: {reason}" if skipped else f"REVIEW: {reason}"
     if "receipt" in payload:
         text += f"\nREVIEW_RECEIPT_WRITTEN: {payload['receipt']}"
-    cli._emit(args, payload, text)
-    return cli.EXIT_YES if skipped else cli.EXIT_NO
+    emit(args, payload, text)
+    return EXIT_YES if skipped else EXIT_NO
 
 
 def _default_base(root: Path) -> str:
     try:
-        cli._git(root, "rev-parse", "--verify", "--quiet", "main")
-    except cli.UsageError:
+        git(root, "rev-parse", "--verify", "--quiet", "main")
+    except UsageError:
         try:
-            cli._git(root, "rev-parse", "--verify", "--quiet", "master")
-        except cli.UsageError:
+            git(root, "rev-parse", "--verify", "--quiet", "master")
+        except UsageError:
             return "main"  # the diff below then fails with git's own message
         return "master"
     return "main"
@@ -231,8 +240,8 @@ def _default_base(root: Path) -> str:
 
 def _chore_diff(root: Path, base: str, path: str) -> str | None:
     try:
-        diff = cli._git(root, "diff", "--unified=0", f"{base}..HEAD", "--", path)
-    except cli.UsageError:
+        diff = git(root, "diff", "--unified=0", f"{base}..HEAD", "--", path)
+    except UsageError:
         return None
     return diff.decode("utf-8", "replace") or None
 
@@ -240,7 +249,7 @@ def _chore_diff(root: Path, base: str, path: str) -> str | None:
 def validate_receipt_or_fail(receipt: dict[str, Any]) -> None:
     violation = validate_receipt(receipt).violation
     if violation is not None:
-        raise cli.UsageError(f"the receipt would be invalid: {violation}")
+        raise UsageError(f"the receipt would be invalid: {violation}")
 
 
 # --- criteria list -----------------------------------------------------------------------------
@@ -251,7 +260,7 @@ def _criteria_list(args: argparse.Namespace) -> int:
     try:
         entries = standing.read_criteria(root)
     except standing.CriteriaError as exc:
-        raise cli.UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     path = standing.criteria_path(root)
     payload: dict[str, Any] = {
         "criteria": entries,
@@ -264,4 +273,4 @@ def _criteria_list(args: argparse.Namespace) -> int:
         print(json.dumps(payload, sort_keys=True))
     else:
         print(text, file=sys.stdout)
-    return cli.EXIT_YES
+    return EXIT_YES
