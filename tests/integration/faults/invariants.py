@@ -15,11 +15,11 @@ from forkhorse.domain.model import Review
 from forkhorse.ports.git import DEFAULT_BRANCH, GitStore
 from forkhorse.ports.store import Store
 from forkhorse.records import get_json, get_record
+from forkhorse.responses import ErrorBody, Promoted
 from forkhorse.runner.workflow.steps import EXPORT_PREFIX
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
-from forkhorse.service.responses import ErrorBody, Promoted
 from forkhorse.wiring.local import LocalApp
 
 from tests.integration.faults.path_worker import OWNER, RUN_SECONDS

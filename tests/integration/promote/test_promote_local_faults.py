@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from forkhorse.domain.receipts import parse_timestamp
+from forkhorse.responses import ErrorBody
 from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
 from forkhorse.service.facade import ServiceSettings
-from forkhorse.service.responses import ErrorBody
 from forkhorse.wiring.local import build_local_app, build_local_runtime
 
 from tests.integration.promote import promote_crash_worker

@@ -32,9 +32,9 @@ from forkhorse.api.routes.projects import ProjectRoutes
 from forkhorse.api.routes.reviews import ReviewRoutes
 from forkhorse.domain.limits import API_INPUT
 from forkhorse.domain.strict_json import parse_text
+from forkhorse.responses import ErrorBody
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.facade import Service
-from forkhorse.service.responses import ErrorBody
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 agent's machine: it imports no adapter, runner, wiring or serve code.
 
 Its names load on first use (PEP 562), so `forkhorse.client.config` or `.exits` alone
-(what parsing a command needs) never imports httpx or the service's models.
+(what parsing a command needs) never imports httpx or the API's models.
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ from urllib.parse import urlencode
 import httpx
 from pydantic import BaseModel
 
+from forkhorse import responses
 from forkhorse.api import models as bodies
 from forkhorse.client.config import ClientConfig
 from forkhorse.client.errors import ApiError, ClientError, ServiceUnavailable
 from forkhorse.client.origin import Origin, OriginError, origin_of, service_origin
-from forkhorse.service import responses
 
 CONNECT_SECONDS = 10.0
 # A promote request may wait up to the service's promote wait (25 s) before answering.

@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
     """Every client command: configuration, the handler, and refusals mapped to exit codes
     with the service's own sentence (never the token)."""
     from forkhorse.client.follow import WaitTimedOut
-    from forkhorse.service.errors import CHECKS_FAILED_BEFORE_PROMOTE
+    from forkhorse.responses import CHECKS_FAILED_BEFORE_PROMOTE
 
     try:
         with connect(args) as client:

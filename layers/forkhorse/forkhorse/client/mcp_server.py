@@ -18,6 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from forkhorse import responses
 from forkhorse.client import workflow
 from forkhorse.client.api import ForkhorseClient
 from forkhorse.client.config import ClientConfig
@@ -25,7 +26,6 @@ from forkhorse.client.errors import ApiError, ClientError
 from forkhorse.client.follow import MAX_WAIT_SECONDS, CheckEvent, follow, review_summary
 from forkhorse.domain.limits import PAGE
 from forkhorse.domain.receipts import ReceiptSummary
-from forkhorse.service import responses
 
 # A tool call waits at most this long; a longer wait is another call.
 MAX_TOOL_WAIT_SECONDS = 600.0

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forkhorse import responses
 from forkhorse.client.api import ForkhorseClient
 from forkhorse.client.errors import ApiError, UsageError
 from forkhorse.client.follow import (
@@ -25,7 +26,6 @@ from forkhorse.client.follow import (
 from forkhorse.client.gitpush import head_commit, push_head
 from forkhorse.client.origin import require_service_origin
 from forkhorse.domain.receipts import ReceiptSummary
-from forkhorse.service import responses
 
 DEFAULT_FORK_NAME = "work"
 BEFORE_PROMOTE = "before-promote"

@@ -27,10 +27,10 @@ from forkhorse.domain.model import Approval, CheckChange, Project, Review
 from forkhorse.domain.receipts import ReceiptRecord, Trigger
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotError
 from forkhorse.ports.git import GitStore
+from forkhorse.responses import ApprovalBody
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
 from forkhorse.service.identity import Caller
-from forkhorse.service.responses import ApprovalBody
 from forkhorse.service.views import approval_view
 
 GATE_REFUSED = "The receipt does not satisfy the required gate."

@@ -8,10 +8,10 @@ step's (`service.promote.attest`).
 from __future__ import annotations
 
 from forkhorse.attest.attestor import Attestor
+from forkhorse.responses import DsseEnvelope, KeyList
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Forbidden, NotFound
 from forkhorse.service.identity import Caller
-from forkhorse.service.responses import DsseEnvelope, KeyList
 
 NO_RECEIPT_ATTESTATION = "No signed attestation exists for this review's receipt."
 NO_PROMOTION_ATTESTATION = "No signed attestation exists for this promotion."

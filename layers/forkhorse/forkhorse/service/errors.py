@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from forkhorse.service.responses import ErrorBody
+from forkhorse.responses import CHECKS_FAILED_BEFORE_PROMOTE as CHECKS_FAILED_BEFORE_PROMOTE
+from forkhorse.responses import ErrorBody
 
 
 class ServiceError(Exception):
@@ -45,6 +46,5 @@ class Conflict(ServiceError):
     status = 409
 
 
-CHECKS_FAILED_BEFORE_PROMOTE = "Checks failed before promote."
 PROJECT_NOT_FOUND = "Project not found."
 REVIEW_NOT_FOUND = "Review not found."

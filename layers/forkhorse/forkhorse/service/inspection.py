@@ -13,12 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from forkhorse.domain.model import Review
 from forkhorse.domain.run import RunRef
-from forkhorse.service.approvals import Approvals, checks_diff
-from forkhorse.service.context import Context
-from forkhorse.service.errors import Conflict
-from forkhorse.service.identity import Caller
-from forkhorse.service.promote.request import Promotions
-from forkhorse.service.responses import (
+from forkhorse.responses import (
     CheckDiffRow,
     GateChecks,
     GateView,
@@ -26,6 +21,11 @@ from forkhorse.service.responses import (
     PromoteHistory,
     Verdict,
 )
+from forkhorse.service.approvals import Approvals, checks_diff
+from forkhorse.service.context import Context
+from forkhorse.service.errors import Conflict
+from forkhorse.service.identity import Caller
+from forkhorse.service.promote.request import Promotions
 
 
 @runtime_checkable

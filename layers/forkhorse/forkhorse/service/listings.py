@@ -19,10 +19,7 @@ from collections.abc import Callable
 from forkhorse.domain.limits import PAGE
 from forkhorse.domain.model import LedgerEntry, Packet, Review
 from forkhorse.ports.store import PromotionStore
-from forkhorse.service.context import Context, may_see_review
-from forkhorse.service.errors import BadRequest, NotFound
-from forkhorse.service.identity import Caller
-from forkhorse.service.responses import (
+from forkhorse.responses import (
     LedgerEntryBody,
     LedgerPage,
     LedgerView,
@@ -31,6 +28,9 @@ from forkhorse.service.responses import (
     ReviewPage,
     ReviewView,
 )
+from forkhorse.service.context import Context, may_see_review
+from forkhorse.service.errors import BadRequest, NotFound
+from forkhorse.service.identity import Caller
 from forkhorse.service.views import done_promotion, ledger_view, packet_state, review_view
 
 BAD_CURSOR = "The cursor is not one this API issued for this project."

@@ -17,11 +17,7 @@ from forkhorse.domain.model import (
 )
 from forkhorse.ports.store import Store
 from forkhorse.ports.store.projects import ForkLimitReached
-from forkhorse.service.context import Context
-from forkhorse.service.errors import Conflict, NotFound
-from forkhorse.service.identity import Caller, new_id, new_token, token_hash
-from forkhorse.service.listings import Listings, newest_ledger, review_views
-from forkhorse.service.responses import (
+from forkhorse.responses import (
     ClaimBody,
     CreatedAgent,
     ForkBody,
@@ -40,6 +36,10 @@ from forkhorse.service.responses import (
     RevokedAgentView,
     SettingsBody,
 )
+from forkhorse.service.context import Context
+from forkhorse.service.errors import Conflict, NotFound
+from forkhorse.service.identity import Caller, new_id, new_token, token_hash
+from forkhorse.service.listings import Listings, newest_ledger, review_views
 from forkhorse.service.views import (
     agent_view,
     claim_view,

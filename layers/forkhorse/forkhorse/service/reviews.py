@@ -17,16 +17,16 @@ from forkhorse.domain.run import RunRef
 from forkhorse.domain.snapshot import SnapshotUnavailable
 from forkhorse.flow.classify import classify_lineage, classify_receipt
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.service.context import Context
-from forkhorse.service.errors import BadRequest, Conflict, Forbidden, NotFound
-from forkhorse.service.identity import Caller
-from forkhorse.service.responses import (
+from forkhorse.responses import (
     ListedReviewReceipt,
     ReceiptBody,
     ReviewBody,
     ReviewReceiptList,
     StoredReviewReceipt,
 )
+from forkhorse.service.context import Context
+from forkhorse.service.errors import BadRequest, Conflict, Forbidden, NotFound
+from forkhorse.service.identity import Caller
 from forkhorse.service.review_receipts import ReviewReceipts
 from forkhorse.service.views import review_view
 

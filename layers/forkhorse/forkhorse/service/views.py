@@ -14,7 +14,7 @@ from forkhorse.domain.model import (
     Review,
 )
 from forkhorse.domain.receipts import format_timestamp
-from forkhorse.service.responses import (
+from forkhorse.responses import (
     AgentView,
     ApprovalView,
     ClaimView,

@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 from forkhorse.api.links import Links
-from forkhorse.service.responses import ErrorBody
+from forkhorse.responses import ErrorBody
 
 JSON = "application/json"
 ERROR_STATUSES = (400, 401, 403, 404, 409, 413, 415)

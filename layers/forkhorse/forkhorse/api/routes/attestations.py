@@ -7,8 +7,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from forkhorse.api.guards import caller_of
 from forkhorse.api.routes.answers import answers, ok
 from forkhorse.api.routes.operations import EVIDENCE, operation
+from forkhorse.responses import DsseEnvelope, KeyList
 from forkhorse.service.attestations import Attestations
-from forkhorse.service.responses import DsseEnvelope, KeyList
 
 KEYS_PATH = "/keys"
 

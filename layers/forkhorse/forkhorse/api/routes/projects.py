@@ -21,8 +21,7 @@ from forkhorse.api.models import (
 from forkhorse.api.routes.answers import answers, ok
 from forkhorse.api.routes.operations import AGENTS, FORKS, PACKETS, PROJECTS, operation
 from forkhorse.domain.limits import PAGE
-from forkhorse.service.projects import Projects
-from forkhorse.service.responses import (
+from forkhorse.responses import (
     ClaimBody,
     CreatedAgent,
     ForkBody,
@@ -37,6 +36,7 @@ from forkhorse.service.responses import (
     RevokedAgent,
     SettingsBody,
 )
+from forkhorse.service.projects import Projects
 
 CLAIM = "/projects/<project_id>/packets/<packet_id>/claim"
 

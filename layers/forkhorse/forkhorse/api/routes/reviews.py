@@ -14,8 +14,7 @@ from forkhorse.api.models import ApproveBody, CommitBody, RequestReview
 from forkhorse.api.routes.answers import ERRORS, answers, ok
 from forkhorse.api.routes.operations import PROJECTS, PROMOTIONS, REVIEWS, operation
 from forkhorse.domain.limits import PAGE
-from forkhorse.service.facade import Service
-from forkhorse.service.responses import (
+from forkhorse.responses import (
     ApprovalBody,
     GateView,
     HistoryView,
@@ -29,6 +28,7 @@ from forkhorse.service.responses import (
     ReviewReceiptList,
     StoredReviewReceipt,
 )
+from forkhorse.service.facade import Service
 
 REVIEW = "/projects/<project_id>/reviews/<review_id>"
 RECEIPTS = f"{REVIEW}/review-receipts"

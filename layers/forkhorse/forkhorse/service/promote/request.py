@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from forkhorse.domain.model import Promotion, Refusal, Review
+from forkhorse.responses import ErrorBody, Promoted, PromotionPending
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound, ServiceError, refused_with
 from forkhorse.service.identity import Caller
@@ -32,7 +33,6 @@ from forkhorse.service.promote.rules import (  # noqa: F401 - the answers, impor
     PROMOTE_FAILED,
     UNCERTAIN,
 )
-from forkhorse.service.responses import ErrorBody, Promoted, PromotionPending
 from forkhorse.service.views import done_promotion, pending_promotion
 
 

@@ -46,6 +46,10 @@ class ErrorBody(_Response):
     reasons: list[str] | None = Field(default=None, exclude_if=is_none)
 
 
+# The one refusal the client tells apart by its sentence: its command exits 1, not 3.
+CHECKS_FAILED_BEFORE_PROMOTE = "Checks failed before promote."
+
+
 # --- projects, agents, members -------------------------------------------------------------
 class ProjectView(_Response):
     id: str
