@@ -61,7 +61,8 @@ def _parser_for(arguments: Sequence[str]) -> argparse.ArgumentParser:
     """The parser of the one module that registers the command named, or of them all."""
     command = arguments[0] if arguments else None
     if command in client_cli.COMMANDS:
-        # An agent's command (or git's credential helper) loads only the client: it starts fast.
+        # Imports nothing more (the client's module is loaded above, for COMMANDS and `route`);
+        # ClientParser gives a usage error the client's exit code, 3.
         return build_parser(CLIENT_COMMANDS, ClientParser)
     owners = [name for name, commands in COMMANDS_OF.items() if command in commands]
     return build_parser(owners if len(owners) == 1 else COMMAND_MODULES)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def _lazy(name: str) -> ModuleType:
     """`name`, executed on its first attribute access: parsing a command (and git's
-    credential helper) never loads httpx, pydantic or the service's models."""
+    credential helper) never loads httpx, pydantic or the API's models."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.find_spec(name)
