@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from forkhorse.adapters.git.apigw import MAX_REQUEST_BYTES, WsgiApp, invoke_wsgi
-from forkhorse.adapters.git.http import RepoLookup, TokenResolver
+from forkhorse.githttp.apigw import MAX_REQUEST_BYTES, WsgiApp, invoke_wsgi
+from forkhorse.githttp.http import RepoLookup, TokenResolver
 from forkhorse.observability import api_keys, lambda_handler
 from forkhorse.wiring.aws import git_http_app
 

@@ -28,11 +28,11 @@ from dulwich.objects import Commit, Tree
 from dulwich.pack import create_delta
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.git.disk import DiskGitHost
-from forkhorse.adapters.git.http import GitHttpApp
-from forkhorse.adapters.git.ingest import sweep_stale_spools
+from forkhorse.adapters.git.ingest.session import sweep_stale_spools
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.domain.limits import GIT, MIB
+from forkhorse.githttp.http import GitHttpApp
 
 from tests.support.gitserve import PROJECT, Directory, Served, commit_all, git, new_repo
 from tests.support.resources import peak_of, rss_bytes
@@ -726,7 +726,7 @@ def test_objects_anywhere_in_readable_history_may_be_named(disk_lanes: Lanes) ->
 
 def test_the_connectivity_walk_reads_at_most_its_budget(disk_lanes: Lanes) -> None:
     """A name that is nowhere costs one bounded walk, however long the readable history."""
-    from forkhorse.adapters.git.ingest import Readable
+    from forkhorse.adapters.git.ingest.reachability import Readable
 
     from tests.support.gitrepo import commit_files
 

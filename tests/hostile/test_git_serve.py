@@ -18,8 +18,8 @@ from dulwich.objects import ObjectID, Tag
 from dulwich.refs import Ref
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.events import InProcessEventBus
-from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.domain.limits import GIT, MIB
+from forkhorse.githttp.http import GitHttpApp
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtime
 

@@ -31,11 +31,11 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.events import InProcessEventBus
-from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.git.quota import REFS_VARIABLE
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.domain.limits import FORK_STORAGE, GIT, MIB
+from forkhorse.githttp.http import GitHttpApp
 
 from tests.integration.api.support import Client, git_env
 from tests.support.gitserve import PROJECT, Directory, commit_all, git, new_repo

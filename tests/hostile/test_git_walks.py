@@ -8,7 +8,7 @@ An agent pushes a long history cheaply (tens of thousands of empty commits, made
   commit once; the next polls read no commit at all (`service/ancestry.py`);
 - sends 150-byte fetches whose `have` lines name objects that are missing, are not
   commits, or sit deep in that history, and negotiation rounds without `done`: each reads at
-  most `GIT_WALKS.negotiation_commits` commits, whatever was pushed (`adapters/git/upload.py`);
+  most `GIT_WALKS.negotiation_commits` commits, whatever was pushed (`githttp/upload.py`);
 - runs many expensive fetches at once: an API request for another project is answered
   while they run, because git requests have slots of their own (`GIT_CONCURRENCY`), fewer
   than the server's threads.
@@ -38,11 +38,11 @@ from urllib.parse import urlsplit
 import pytest
 from dulwich.objects import Commit
 from dulwich.pack import PackData
-from forkhorse.adapters.git import http as git_http
 from forkhorse.adapters.git.ancestry import SqliteAncestryMemo
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.git.store import DulwichGitStore
 from forkhorse.domain.limits import GIT_CONCURRENCY, GIT_WALKS
+from forkhorse.githttp import http as git_http
 from forkhorse.ports.ancestry import HistoryTooLong
 from forkhorse.serve import THREADS
 from forkhorse.service.ancestry import GenerationAncestry, MemoryAncestryMemo

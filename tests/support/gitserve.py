@@ -15,10 +15,10 @@ from botocore.config import Config
 from dulwich.repo import Repo
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.git.disk import DiskGitHost
-from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.git.store import DulwichGitStore
 from forkhorse.domain.git_access import GitPrincipal, RepoFacts, mint_canonical_write_capability
+from forkhorse.githttp.http import GitHttpApp
 
 from tests.support.aws import create_table_from_template
 from tests.support.moto_atomic import atomic_mock_aws

@@ -1,4 +1,4 @@
-"""Issue 28: git requests' own slots (`adapters/git/admission.py`) and how the service
+"""Issue 28: git requests' own slots (`githttp/admission.py`) and how the service
 answers an ancestry question past its bound. The attacks themselves are in
 tests/hostile/test_git_walks.py."""
 
@@ -9,8 +9,8 @@ import time
 from typing import Any, cast
 
 import pytest
-from forkhorse.adapters.git.admission import GitAdmission
 from forkhorse.domain.limits import GIT_CONCURRENCY, GitConcurrencyLimits
+from forkhorse.githttp.admission import GitAdmission
 from forkhorse.ports.ancestry import HistoryTooLong
 from forkhorse.serve import THREADS
 from forkhorse.service.context import Context, ServiceSettings

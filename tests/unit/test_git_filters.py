@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from dulwich.object_store import DiskObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, Tree
-from forkhorse.adapters.git.filters import ObjectFilter, all_reachable, filtered, parse_filter
+from forkhorse.githttp.filters import ObjectFilter, all_reachable, filtered, parse_filter
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ def test_the_terminal_formatter_escapes_message_arguments_and_tracebacks() -> No
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(observability.TerminalFormatter("%(levelname)s %(name)s %(message)s"))
-    log = logging.getLogger("forkhorse.adapters.git.http.test")
+    log = logging.getLogger("forkhorse.githttp.http.test")
     log.addHandler(handler)
     log.propagate = False
     try:
@@ -72,7 +72,7 @@ def test_the_json_files_escape_and_metrics_have_their_own(
     package: logging.Logger, tmp_path: Path
 ) -> None:
     observability.log_to_files(tmp_path)
-    logging.getLogger("forkhorse.adapters.git.wire").info(
+    logging.getLogger("forkhorse.githttp.wire").info(
         "refused a push: %s", HOSTILE, extra={"ref": HOSTILE}
     )
     observability.count("Receipts", outcome="passed")

@@ -13,9 +13,9 @@ from typing import Any
 import boto3
 import pytest
 from forkhorse.adapters.events import EventBridgeBus, EventPublishFailed
-from forkhorse.adapters.git.apigw import MAX_REQUEST_BYTES
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.domain.git_access import GitPrincipal
+from forkhorse.githttp.apigw import MAX_REQUEST_BYTES
 from forkhorse.ports.events import PUSH_EVENT
 
 from tests.support.aws import create_table_from_template

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.events import InProcessEventBus
-from forkhorse.adapters.git.admission import GitAdmission
 from forkhorse.adapters.git.disk import DiskGitHost
-from forkhorse.adapters.git.http import BUSY, GitHttpApp
 from forkhorse.domain.git_access import FORK_OWNER_ONLY, GitPrincipal
+from forkhorse.githttp.admission import GitAdmission
+from forkhorse.githttp.http import BUSY, GitHttpApp
 
 from tests.support.gitserve import PROJECT, Directory, Served, commit_all, git, new_repo
 

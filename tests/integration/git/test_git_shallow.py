@@ -119,7 +119,7 @@ def test_a_plain_fetch_and_pull_from_a_shallow_clone_work(
 def test_a_deepen_walk_is_bounded(history: tuple[Served, list[str]], tmp_path: Path) -> None:
     """Past the walk's budget the commits reached become the boundary: a shallower answer."""
     from dulwich.objects import ObjectID
-    from forkhorse.adapters.git.shallow import INFINITE_DEPTH, ShallowSection
+    from forkhorse.githttp.shallow import INFINITE_DEPTH, ShallowSection
 
     served, shas = history
     section = ShallowSection(object(), relative=lambda: False, limit=3)

@@ -174,8 +174,8 @@ def test_a_push_over_the_request_limit_is_refused_and_changes_nothing(
 ) -> None:
     from forkhorse.adapters.events import InProcessEventBus
     from forkhorse.adapters.git.disk import DiskGitHost
-    from forkhorse.adapters.git.http import GitHttpApp
     from forkhorse.domain.git_access import GitPrincipal
+    from forkhorse.githttp.http import GitHttpApp
 
     from tests.support.gitserve import Directory, Served
 

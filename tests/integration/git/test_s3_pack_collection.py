@@ -15,11 +15,11 @@ import boto3
 import pytest
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.events import InProcessEventBus
-from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.git.reach import ReachTooLarge
 from forkhorse.adapters.git.s3 import S3GitHost, S3GitStore
 from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.domain.model import Fork, Project
+from forkhorse.githttp.http import GitHttpApp
 from forkhorse.records import get_record, put_record
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.events import InProcessEventBus
-from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.git.probe import probe_object
 from forkhorse.adapters.git.store import DulwichGitStore
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
@@ -21,6 +20,7 @@ from forkhorse.domain.checks import QuickCheckDef
 from forkhorse.domain.git_access import GitPrincipal
 from forkhorse.domain.limits import SNAPSHOT
 from forkhorse.domain.snapshot import SnapshotBudget
+from forkhorse.githttp.http import GitHttpApp
 
 from tests.support import gitserve
 from tests.support.gitserve import PROJECT, Directory, commit_all, git, new_repo

@@ -87,7 +87,7 @@ class GitLimits:
 
     request_bytes: int = 50 * MIB  # one request body, on the wire and decompressed (413)
     lambda_request_bytes: int = 4 * MIB  # API Gateway and Lambda payload ceiling (413)
-    # Receive-pack (`adapters/git/ingest.py`): refused with git's `unpack <reason>`, or on
+    # Receive-pack (`adapters/git/ingest/`): refused with git's `unpack <reason>`, or on
     # the side-band for the ref checks, before anything is stored or a ref is written.
     object_bytes: int = 32 * MIB  # one inflated object, from its header, while streaming
     push_inflated_bytes: int = 256 * MIB  # zlib output plus delta results of one push
@@ -336,7 +336,7 @@ class GitWalkLimits:
     top of an answered one reads only itself. A question that would read more new commits
     than `history_commits` keeps what it learned and is refused (409); asking again goes on.
 
-    Negotiation (upload-pack, `adapters/git/upload.py`): a `have` naming a missing object or
+    Negotiation (upload-pack, `githttp/upload.py`): a `have` naming a missing object or
     one that is not a commit is dropped after one lookup; the walk that decides whether a
     commit `have` is visible to the caller reads at most `negotiation_commits` commits, and
     at most `negotiation_haves` haves are considered. What is dropped only makes the pack
@@ -357,7 +357,7 @@ class GitWalkLimits:
 
 @dataclass(frozen=True)
 class GitConcurrencyLimits:
-    """Git smart-HTTP requests one server works on at once (`adapters/git/admission.py`),
+    """Git smart-HTTP requests one server works on at once (`githttp/admission.py`),
     fewer than `forkhorse serve`'s threads, so API requests and other projects always find
     one. Past a cap a request waits up to `wait_seconds` (at most `waiting` of them wait);
     otherwise it is answered 503 with `Retry-After`, having read nothing."""
@@ -375,7 +375,7 @@ GIT_CONCURRENCY = GitConcurrencyLimits()
 
 @dataclass(frozen=True)
 class GitShallowLimits:
-    """Shallow fetches (`adapters/git/shallow.py`): the walk that finds a `deepen`,
+    """Shallow fetches (`githttp/shallow.py`): the walk that finds a `deepen`,
     `deepen-since` or `--unshallow` boundary reads at most `deepen_commits` commits; the
     commits it has reached but not read by then become the boundary, so a deep request is
     answered with a shallower history (fetching again deepens it further), never refused."""

@@ -18,7 +18,6 @@ from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.dynamodb.attestations import DynamoDbAttestations
 from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.evidence import S3EvidenceDrop
-from forkhorse.adapters.git.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox
 from forkhorse.adapters.signing.kms import KmsSigner
@@ -26,6 +25,7 @@ from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.authorizer import OwnerPool
 from forkhorse.attest.attestor import Attestor
+from forkhorse.githttp.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.steps import QuickDeps, RunnerDeps, published_archive
 from forkhorse.service.ancestry import GenerationAncestry, MemoryAncestryMemo

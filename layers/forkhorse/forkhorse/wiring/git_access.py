@@ -3,8 +3,8 @@ and what the access rules need to know about a project and one of its forks."""
 
 from __future__ import annotations
 
-from forkhorse.adapters.git.http import RepoLookup, TokenResolver
 from forkhorse.domain.git_access import GitPrincipal, RepoFacts
+from forkhorse.githttp.http import RepoLookup, TokenResolver
 from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
 

@@ -21,7 +21,6 @@ from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.ancestry import SqliteAncestryMemo
 from forkhorse.adapters.git.disk import DiskGitHost
-from forkhorse.adapters.git.http import GitHttpApp
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.adapters.signing.local_key import LocalKeyring
 from forkhorse.adapters.sqlite import DATABASE_NAME, SqliteStore
@@ -31,6 +30,7 @@ from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import LocalHttp
 from forkhorse.attest.attestor import Attestor
 from forkhorse.domain.limits import QueueLimits
+from forkhorse.githttp.http import GitHttpApp
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
 from forkhorse.ports.events import PUSH_EVENT

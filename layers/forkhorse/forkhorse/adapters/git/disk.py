@@ -26,7 +26,7 @@ from dulwich.objects import ObjectID, valid_hexsha
 from dulwich.refs import DiskRefsContainer, Ref, RefsContainer
 from dulwich.repo import Repo
 
-from forkhorse.adapters.git.ingest import SessionPackReceiver, sweep_stale_spools
+from forkhorse.adapters.git.ingest.session import SessionPackReceiver, sweep_stale_spools
 from forkhorse.adapters.git.quota import ForkQuota, StorageLedger, fork_storage_limits
 from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT
 from forkhorse.adapters.git.repack import (

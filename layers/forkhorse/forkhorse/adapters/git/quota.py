@@ -1,6 +1,6 @@
 """What one fork may keep stored: its refs, and the bytes its pushes leave on disk (issue 28).
 
-Every push is bounded (`ingest.py`), but nothing else bounds what an agent accumulates:
+Every push is bounded (`ingest/`), but nothing else bounds what an agent accumulates:
 force-pushed-away data stays until the collector's grace period has passed, and what the
 fork's refs reach never goes. So each push to a fork is checked against the fork's quota
 (`ForkStorageLimits`) and refused whole, before its pack is stored, when it would pass it:
@@ -49,7 +49,7 @@ ZERO = b"0" * 40
 BYTES_VARIABLE = "FORKHORSE_FORK_QUOTA_BYTES"
 REFS_VARIABLE = "FORKHORSE_FORK_QUOTA_REFS"
 
-Command = tuple[bytes, bytes, bytes]  # (old, new, ref), as `ingest.check_commands` reads them
+Command = tuple[bytes, bytes, bytes]  # (old, new, ref), as `refnames.check_commands` reads them
 
 
 class QuotaExceeded(Exception):

@@ -27,7 +27,7 @@ from dulwich.objects import ObjectID, valid_hexsha
 from dulwich.pack import Pack, PackData, PackIndex, load_pack_index_file
 from dulwich.refs import Ref, RefsContainer, SymrefLoop
 
-from forkhorse.adapters.git.ingest import SessionPackReceiver
+from forkhorse.adapters.git.ingest.session import SessionPackReceiver
 from forkhorse.adapters.git.reach import DEFAULT_REACH_LIMIT, reachable
 from forkhorse.adapters.git.store import HEAD, ZERO_SHA, DulwichGitStore
 from forkhorse.domain.git_access import is_valid_repo_name

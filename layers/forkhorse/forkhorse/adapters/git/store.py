@@ -25,12 +25,9 @@ from dulwich.objects import Commit, ObjectID, Tree, valid_hexsha
 from dulwich.refs import Ref, RefsContainer
 from dulwich.repo import BaseRepo
 
-from forkhorse.adapters.git.ingest import (
-    PushRefused,
-    PushSession,
-    SessionPackReceiver,
-    ref_name_problem,
-)
+from forkhorse.adapters.git.ingest import PushRefused
+from forkhorse.adapters.git.ingest.refnames import ref_name_problem
+from forkhorse.adapters.git.ingest.session import PushSession, SessionPackReceiver
 from forkhorse.adapters.git.probe import probe_object, read_raw
 from forkhorse.adapters.git.quota import ForkQuota, fork_storage_limits
 from forkhorse.adapters.git.snapshot import DulwichSnapshot
@@ -252,7 +249,7 @@ class DulwichGitStore(ABC):
 
 
 def _checked_ref_name(ref: str) -> Ref:
-    """The same rules as a push (`ingest.ref_name_problem`): git's, UTF-8, branches and tags."""
+    """The same rules as a push (`refnames.ref_name_problem`): git's, UTF-8, branches and tags."""
     try:
         name = Ref(ref.encode("utf-8"))
     except UnicodeEncodeError as unencodable:

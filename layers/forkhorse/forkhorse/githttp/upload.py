@@ -40,18 +40,18 @@ from dulwich.protocol import CAPABILITY_NO_DONE, pkt_line
 from dulwich.refs import Ref
 from dulwich.server import Backend, UploadPackHandler
 
-from forkhorse.adapters.git.filters import ObjectFilter, PackEntry, filtered
 from forkhorse.adapters.git.probe import probe_object
-from forkhorse.adapters.git.shallow import (
+from forkhorse.domain.limits import GIT_WALKS
+from forkhorse.domain.snapshot import SnapshotUnavailable
+from forkhorse.githttp.filters import ObjectFilter, PackEntry, filtered
+from forkhorse.githttp.shallow import (
     CAPABILITY_DEEPEN_NOT,
     CAPABILITY_DEEPEN_RELATIVE,
     CAPABILITY_DEEPEN_SINCE,
     INFINITE_DEPTH,
     ShallowSection,
 )
-from forkhorse.adapters.git.wire import Refused, RequestBody, read_pkt_lines
-from forkhorse.domain.limits import GIT_WALKS
-from forkhorse.domain.snapshot import SnapshotUnavailable
+from forkhorse.githttp.wire import Refused, RequestBody, read_pkt_lines
 
 _COMMIT = 1
 _TAG = 4

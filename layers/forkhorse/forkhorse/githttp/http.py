@@ -44,18 +44,8 @@ from dulwich.protocol import (
 from dulwich.refs import Ref, RefsContainer
 from dulwich.server import Backend, Handler, ReceivePackHandler
 
-from forkhorse.adapters.git import protocol_v2
-from forkhorse.adapters.git.admission import GitAdmission
-from forkhorse.adapters.git.filters import all_reachable, parse_filter
-from forkhorse.adapters.git.ingest import ref_name_problem
+from forkhorse.adapters.git.ingest.refnames import ref_name_problem
 from forkhorse.adapters.git.store import ZERO_SHA, DulwichGitStore, RepoNotFound, ServedRepo
-from forkhorse.adapters.git.upload import (
-    BoundedUploadPack,
-    RequestFacts,
-    VisibleHistory,
-    checked_request,
-)
-from forkhorse.adapters.git.wire import DeferredResponse, Refused, RequestBody, git_error, plain
 from forkhorse.domain.git_access import (
     AccessDecision,
     GitOperation,
@@ -65,6 +55,16 @@ from forkhorse.domain.git_access import (
     is_valid_repo_name,
 )
 from forkhorse.domain.limits import GIT, GIT_WALKS
+from forkhorse.githttp import protocol_v2
+from forkhorse.githttp.admission import GitAdmission
+from forkhorse.githttp.filters import all_reachable, parse_filter
+from forkhorse.githttp.upload import (
+    BoundedUploadPack,
+    RequestFacts,
+    VisibleHistory,
+    checked_request,
+)
+from forkhorse.githttp.wire import DeferredResponse, Refused, RequestBody, git_error, plain
 from forkhorse.ports.events import PUSH_EVENT, EventBus
 
 log = logging.getLogger(__name__)
@@ -539,7 +539,7 @@ class _ReceivePack(ReceivePackHandler):
 
     A push from a shallow clone starts with one `shallow <sha>` line per commit at its
     boundary (git sends them before its commands). They are read and set aside: the server
-    holds the whole history, and the connectivity check (`ingest.py`) accepts a pushed
+    holds the whole history, and the connectivity check (`adapters/git/ingest`) accepts a pushed
     commit whose parents the pusher may read, so no ref can end up shallow here."""
 
     def handle(self) -> None:
@@ -581,7 +581,7 @@ class _UpdatePolicy(Hook):
     """Per-ref rules applied before dulwich writes a ref; a HookError refuses that ref and
     the client prints `! [remote rejected] <ref> (<reason>)`.
 
-    The push session (`ingest.PushSession`) has already checked the pack; it judges the
+    The push session (`ingest.session.PushSession`) has already checked the pack; it judges the
     target: pushed or readable by the pusher, a commit for a branch (so a tag object is
     never a fork head), a commit or a tag for a tag ref.
     """

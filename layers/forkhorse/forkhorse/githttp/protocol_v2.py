@@ -29,8 +29,8 @@ from dulwich.protocol import capability_agent, pkt_line
 from dulwich.server import Handler
 
 from forkhorse.adapters.git.store import ServedRepo
-from forkhorse.adapters.git.wire import Refused
 from forkhorse.domain.limits import GIT_WALKS
+from forkhorse.githttp.wire import Refused
 
 ADVERTISEMENT = (
     b"version 2\n",

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from forkhorse.adapters.git.wire import git_error
 from forkhorse.domain.limits import GIT
+from forkhorse.githttp.wire import git_error
 
 # The request-size limit documented in the README: a larger push must be split.
 MAX_REQUEST_BYTES = GIT.lambda_request_bytes

@@ -35,8 +35,8 @@ from dulwich.objects import Commit, ObjectID, Tag
 from dulwich.protocol import COMMAND_DEEPEN
 from dulwich.server import _split_proto_line
 
-from forkhorse.adapters.git.wire import Refused
 from forkhorse.domain.limits import GIT_SHALLOW
+from forkhorse.githttp.wire import Refused
 
 CAPABILITY_DEEPEN_SINCE = b"deepen-since"
 CAPABILITY_DEEPEN_RELATIVE = b"deepen-relative"
