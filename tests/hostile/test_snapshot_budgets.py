@@ -22,13 +22,14 @@ from forkhorse.adapters.git.probe import probe_object
 from forkhorse.adapters.git.snapshot import DulwichSnapshot, Entry, TreeListing
 from forkhorse.domain.checks import FullCheckDef
 from forkhorse.domain.limits import EXPORT, SNAPSHOT, ExportLimits
+from forkhorse.domain.run import RunRef
 from forkhorse.domain.snapshot import (
     BudgetExceeded,
     ExportLimitExceeded,
     ExportTimedOut,
     SnapshotBudget,
 )
-from forkhorse.ports.git import SnapshotReader
+from forkhorse.ports.git import Snapshot, SnapshotReader
 from forkhorse.runner.workflow import steps
 from forkhorse.runner.workflow.contracts import FullItem
 from forkhorse.runner.workflow.steps import EXPORT_PREFIX, exported_checkout
@@ -42,6 +43,14 @@ PROJECT = "proj"
 WIDTH = 300
 RSS_CEILING = 64 * MIB
 BLOCK = 4096  # one written byte takes one filesystem block
+# The run an export is for: only its generation names the checkout directory.
+EXECUTION = RunRef(
+    project_id=PROJECT,
+    review_id="review-1",
+    generation="execution-1",
+    trigger="review-created",
+    commit="0" * 40,
+)
 LIST_EVERYTHING = 'def check(ctx):\n    return {"ok": len(ctx.list("")) > 0}\n'
 
 
@@ -196,7 +205,7 @@ def test_the_export_of_a_bomb_is_refused_at_the_path_limit(
         peak_of(rss_bytes) as rss,
         pytest.raises(ExportLimitExceeded) as refused,
     ):
-        exported_checkout(checkouts)(snapshot, "execution-1", time.monotonic() + 600)
+        exported_checkout(checkouts)(EXECUTION, snapshot, time.monotonic() + 600)
     assert str(refused.value) == "The checkout exceeds the export limit of 50,000 paths."
     assert list(checkouts.iterdir()) == [], "a refused export leaves no partial directory"
     assert sum(visited) <= EXPORT.paths + 1  # measured, then refused at the first path past
@@ -261,7 +270,7 @@ def test_an_export_past_its_deadline_is_timed_out_and_leaves_nothing(
     checkouts = tmp_path / "checkouts"
     checkouts.mkdir()
     with pytest.raises(ExportTimedOut):
-        exported_checkout(checkouts)(snapshot, "execution-1", time.monotonic())
+        exported_checkout(checkouts)(EXECUTION, snapshot, time.monotonic())
     assert list(checkouts.iterdir()) == []
     with pytest.raises(ExportTimedOut):
         store.publish_archive(commit, time.monotonic())
@@ -388,8 +397,8 @@ def test_a_full_check_whose_export_outlasts_its_timeout_is_timed_out(
     checkouts = world.runtime.home / "checkouts"
     real_source = exported_checkout(checkouts)
 
-    def out_of_time(snapshot: object, execution: str, deadline: float) -> Path:
-        return real_source(snapshot, execution, time.monotonic())  # type: ignore[arg-type]
+    def out_of_time(run: RunRef, snapshot: Snapshot, deadline: float) -> Path:
+        return real_source(run, snapshot, time.monotonic())
 
     deps = dataclasses.replace(world.runtime.deps, checkout_source=out_of_time)
     check = FullCheckDef.model_validate({**full("slow-export", "true"), "tier": "full"})

@@ -28,7 +28,7 @@ from forkhorse.adapters.sandbox.mock import MockSandbox
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.domain.model import Review
 from forkhorse.domain.run import RunRef
-from forkhorse.ports.events import PUSH_EVENT
+from forkhorse.ports.events import PUSH_EVENT, PushDetail
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.runner.local.promote import LocalPromotes
 from forkhorse.runner.local.supervisor import LocalSupervisor
@@ -257,4 +257,4 @@ def fast(tmp_path: Path) -> Iterator[Fast]:
 
 
 def _follow(service: Service, detail: Mapping[str, object]) -> None:
-    service.reviews.on_push(detail)
+    service.reviews.on_push(PushDetail.model_validate(detail))

@@ -11,8 +11,9 @@ import pytest
 import requests
 from forkhorse import console
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
+from forkhorse.ports.orchestrator import NamesExecutions
 from forkhorse.service.identity import Caller
-from forkhorse.service.inspection import Inspection, NamesExecutions
+from forkhorse.service.inspection import Inspection
 
 from tests.integration.api.support import PASSING
 from tests.support.live import Project, Server, new_lane

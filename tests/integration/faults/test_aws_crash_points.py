@@ -19,7 +19,7 @@ import boto3
 import pytest
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.ports.git import DEFAULT_BRANCH
-from forkhorse.runner.upkeep.recovery import INTERRUPTED
+from forkhorse.ports.orchestrator import INTERRUPTED
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.identity import Caller
 from forkhorse.wiring import aws as aws_wiring

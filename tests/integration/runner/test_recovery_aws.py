@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
+from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
+from forkhorse.ports.orchestrator import ExecutionEnded
 from forkhorse.runner.upkeep import recovery
+from forkhorse.wiring.events import execution_ended
 from mypy_boto3_stepfunctions import SFNClient
 
 from tests.support.moto_atomic import atomic_mock_aws
@@ -45,11 +49,17 @@ def test_the_sweeper_finalizes_an_aborted_execution_once(
     )["executionArn"]
     client.stop_execution(executionArn=execution)
 
-    assert recovery.sweep(world.runtime.deps, client, machine)["finalized"] == 1
+    assert (
+        recovery.sweep(world.runtime.deps, StepFunctionsOrchestrator(client, machine))["finalized"]
+        == 1
+    )
     summary = world.summary(run.review_id)
     assert summary.status == "infrastructure-error"
     assert summary.digest is None
-    assert recovery.sweep(world.runtime.deps, client, machine)["finalized"] == 0
+    assert (
+        recovery.sweep(world.runtime.deps, StepFunctionsOrchestrator(client, machine))["finalized"]
+        == 0
+    )
 
 
 def test_a_status_change_never_touches_a_newer_execution(world: World) -> None:
@@ -57,8 +67,14 @@ def test_a_status_change_never_touches_a_newer_execution(world: World) -> None:
     newer = world.restart(older.review_id, older.commit)
     event = json.loads((ROOT / "events/sfn_status_change.json").read_text())
     event["detail"]["input"] = json.dumps({"run": older.model_dump(mode="json")})
-    assert recovery.on_status_change(world.runtime.deps, event) == {"finalized": False}
+    assert recovery.on_status_change(world.runtime.deps, _ended(event)) == {"finalized": False}
     assert world.summary(newer.review_id).status == "running"
     event["detail"]["input"] = json.dumps({"run": newer.model_dump(mode="json")})
-    assert recovery.on_status_change(world.runtime.deps, event) == {"finalized": True}
+    assert recovery.on_status_change(world.runtime.deps, _ended(event)) == {"finalized": True}
     assert world.summary(newer.review_id).status == "infrastructure-error"
+
+
+def _ended(event: dict[str, Any]) -> ExecutionEnded:
+    ended = execution_ended(event)
+    assert ended is not None
+    return ended

@@ -15,7 +15,7 @@ from forkhorse.domain.limits import (
     queue_for_concurrency,
 )
 from forkhorse.wiring import settings
-from forkhorse.wiring.aws import recovery_machines
+from forkhorse.wiring.aws import execution_sweep
 from forkhorse.wiring.settings import (
     LocalSettings,
     ServiceEnvironment,
@@ -106,12 +106,14 @@ def test_settings_are_read_from_the_environment() -> None:
 
 def test_the_sweeper_needs_the_promote_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PUBLIC_URL", "https://x.example")
-    monkeypatch.setenv("STATE_MACHINE_ARN", "arn:r")
+    monkeypatch.setenv("STATE_MACHINE_ARN", "arn:aws:states:us-east-1:1:stateMachine:Receipt")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("PROMOTE_STATE_MACHINE_ARN", raising=False)
     with pytest.raises(SettingsError, match="PROMOTE_STATE_MACHINE_ARN"):
-        recovery_machines()
-    monkeypatch.setenv("PROMOTE_STATE_MACHINE_ARN", "arn:p")
-    assert recovery_machines() == ("arn:r", "arn:p")
+        execution_sweep()
+    monkeypatch.setenv("PROMOTE_STATE_MACHINE_ARN", "arn:aws:states:us-east-1:1:stateMachine:P")
+    sweep = execution_sweep()
+    assert sweep.promote_execution_arn("p", "x") == "arn:aws:states:us-east-1:1:execution:P:x"
 
 
 def test_a_queue_limit_is_overridden_and_a_bad_one_named() -> None:

@@ -6,19 +6,23 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from forkhorse.domain.run import RunRef
+from forkhorse.ports.orchestrator import INTERRUPTED, ExecutionLink, Workflow
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
+    from mypy_boto3_stepfunctions.literals import ExecutionStatusType
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 SUPERSEDED_CAUSE = "A newer execution of this review superseded this one."
 HISTORY_PAGE = 1000
+SWEEP_PAGE = 100
+RUNNING_PAGE = 1000
 
 
 class StepFunctionsOrchestrator:
@@ -43,6 +47,12 @@ class StepFunctionsOrchestrator:
     def promote_execution_arn(self, project_id: str, promotion_id: str) -> str:
         """Promotion ids are unique across projects: the name is the promotion's id."""
         return _execution_arn(self._promote_machine_arn(), promotion_id)
+
+    def run_execution(self, run: RunRef) -> ExecutionLink:
+        return _link(self.execution_arn(run))
+
+    def promote_execution(self, project_id: str, promotion_id: str) -> ExecutionLink:
+        return _link(self.promote_execution_arn(project_id, promotion_id))
 
     def _promote_machine_arn(self) -> str:
         if self._promote_machine is None:
@@ -102,6 +112,25 @@ class StepFunctionsOrchestrator:
         except self._client.exceptions.ExecutionDoesNotExist:
             return []
 
+    def interrupted_inputs(self, workflow: Workflow) -> Iterator[str]:
+        """The inputs of the machine's most recent FAILED, TIMED_OUT and ABORTED executions."""
+        machine = self._machine if workflow == "receipt" else self._promote_machine_arn()
+        for status in INTERRUPTED:
+            listed = self._client.list_executions(
+                stateMachineArn=machine,
+                statusFilter=cast("ExecutionStatusType", status),
+                maxResults=SWEEP_PAGE,
+            )
+            for execution in listed["executions"]:
+                described = self._client.describe_execution(executionArn=execution["executionArn"])
+                yield described.get("input", "{}")
+
+    def running_runs(self) -> frozenset[str]:
+        running = self._client.list_executions(
+            stateMachineArn=self._machine, statusFilter="RUNNING", maxResults=RUNNING_PAGE
+        )
+        return frozenset(execution["name"] for execution in running["executions"])
+
     def _history(self, execution_arn: str) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         arguments: dict[str, Any] = {"executionArn": execution_arn, "maxResults": HISTORY_PAGE}
@@ -111,6 +140,16 @@ class StepFunctionsOrchestrator:
             if "nextToken" not in page:
                 return events
             arguments["nextToken"] = page["nextToken"]
+
+
+def _link(execution_arn: str) -> ExecutionLink:
+    """The execution's page in the AWS Step Functions console."""
+    region = execution_arn.split(":")[3]
+    console = (
+        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+        f"#/v2/executions/details/{execution_arn}"
+    )
+    return ExecutionLink(arn=execution_arn, console_url=console)
 
 
 def _execution_arn(machine_arn: str, name: str) -> str:

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, PositiveInt
 
 from forkhorse.domain.receipts import ReceiptSummary, Trigger
+from forkhorse.domain.run import RunRef
 from forkhorse.domain.wire import WIRE_CONFIG
 
 
@@ -157,6 +158,19 @@ class Review(_State):
     follow_pushes: bool = False
     execution: Execution | None = None
     approval: Approval | None = None
+
+    def run(self, generation: str, trigger: Trigger, commit: str) -> RunRef:
+        """The reference each step of one of this review's executions works for."""
+        return RunRef(
+            project_id=self.project_id,
+            review_id=self.id,
+            generation=generation,
+            trigger=trigger,
+            commit=commit,
+        )
+
+    def run_of(self, execution: Execution) -> RunRef:
+        return self.run(execution.generation, execution.trigger, execution.commit)
 
 
 class InvalidatedExecution(_State):

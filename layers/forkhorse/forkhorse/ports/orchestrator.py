@@ -1,7 +1,11 @@
 """Orchestrator port: starts receipt executions and promote workflows (Step Functions on
 AWS, the local supervisor)."""
 
-from typing import Any, Protocol
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
 
 from forkhorse.domain.run import RunRef
 
@@ -32,3 +36,52 @@ class Orchestrator(Protocol):
     def promote_history(self, project_id: str, promotion_id: str) -> list[dict[str, Any]]:
         """The promote workflow's events, shaped like GetExecutionHistory; empty if none."""
         ...
+
+
+# The statuses of an execution that ended without its last state (Catch or Settle).
+INTERRUPTED: tuple[str, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
+
+Workflow = Literal["receipt", "promote"]
+
+
+class ExecutionEnded(BaseModel):
+    """An execution's status change as the recovery rule receives it: which workflow,
+    its status and the input it was started with (unknown keys ignored)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    status: str
+    input: str
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status in INTERRUPTED
+
+
+class ExecutionSweep(Protocol):
+    """What the recovery sweeper asks the orchestrator (Step Functions on AWS)."""
+
+    def interrupted_inputs(self, workflow: Workflow) -> Iterator[str]:
+        """The inputs of the workflow's most recent interrupted executions."""
+        ...
+
+    def running_runs(self) -> frozenset[str]:
+        """The names (generations) of the receipt executions still running."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExecutionLink:
+    """Where an operator finds an execution: its ARN and its page in the AWS console."""
+
+    arn: str
+    console_url: str
+
+
+@runtime_checkable
+class NamesExecutions(Protocol):
+    """An Orchestrator whose executions have names outside the service (Step Functions)."""
+
+    def run_execution(self, run: RunRef) -> ExecutionLink: ...
+
+    def promote_execution(self, project_id: str, promotion_id: str) -> ExecutionLink: ...

@@ -9,10 +9,10 @@ GetExecutionHistory whether they come from the local supervisor or from AWS.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
 
 from forkhorse.domain.model import Review
 from forkhorse.domain.run import RunRef
+from forkhorse.ports.orchestrator import ExecutionLink, NamesExecutions
 from forkhorse.responses import (
     CheckDiffRow,
     GateChecks,
@@ -26,29 +26,6 @@ from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
 from forkhorse.service.identity import Caller
 from forkhorse.service.promote.request import Promotions
-
-
-@runtime_checkable
-class NamesExecutions(Protocol):
-    """An Orchestrator whose executions have ARNs (Step Functions)."""
-
-    def execution_arn(self, run: RunRef) -> str: ...
-
-    def promote_execution_arn(self, project_id: str, promotion_id: str) -> str: ...
-
-
-def step_functions_console_url(execution_arn: str) -> str:
-    """The execution's page in the AWS Step Functions console."""
-    region = execution_arn.split(":")[3]
-    return (
-        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
-        f"#/v2/executions/details/{execution_arn}"
-    )
-
-
-def _console_url(arn: str | None) -> str | None:
-    """An execution's page in the console; None locally (no ARN)."""
-    return None if arn is None else step_functions_console_url(arn)
 
 
 def _verdict(check: Callable[[], object]) -> Verdict:
@@ -94,13 +71,13 @@ class Inspection:
         orchestrator = self._c.orchestrator
         named = isinstance(orchestrator, NamesExecutions)
         run = _current_run(review)
-        arn = None
+        link = None
         if isinstance(orchestrator, NamesExecutions) and run is not None:
-            arn = orchestrator.execution_arn(run)
+            link = orchestrator.run_execution(run)
         return HistoryView(
             source="step-functions" if named else "local",
-            execution_arn=arn,
-            console_url=_console_url(arn),
+            execution_arn=_arn(link),
+            console_url=_console_url(link),
             events=[] if run is None else orchestrator.history(run),
             promote=self._promote_history(review),
         )
@@ -111,27 +88,27 @@ class Inspection:
         if latest is None:
             return None
         orchestrator = self._c.orchestrator
-        arn = None
+        link = None
         if isinstance(orchestrator, NamesExecutions):
-            arn = orchestrator.promote_execution_arn(review.project_id, latest.id)
+            link = orchestrator.promote_execution(review.project_id, latest.id)
         events = orchestrator.promote_history(review.project_id, latest.id)
         return PromoteHistory(
             promotion_id=latest.id,
             state=latest.state,
-            execution_arn=arn,
-            console_url=_console_url(arn),
+            execution_arn=_arn(link),
+            console_url=_console_url(link),
             events=events,
         )
 
 
+def _arn(link: ExecutionLink | None) -> str | None:
+    return None if link is None else link.arn
+
+
+def _console_url(link: ExecutionLink | None) -> str | None:
+    """None locally: the local supervisor's executions have no page elsewhere."""
+    return None if link is None else link.console_url
+
+
 def _current_run(review: Review) -> RunRef | None:
-    execution = review.execution
-    if execution is None:
-        return None
-    return RunRef(
-        project_id=review.project_id,
-        review_id=review.id,
-        generation=execution.generation,
-        trigger=execution.trigger,
-        commit=execution.commit,
-    )
+    return None if review.execution is None else review.run_of(review.execution)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from forkhorse import records
@@ -16,6 +16,7 @@ from forkhorse.domain.receipts import Trigger, interrupted_summary, running_summ
 from forkhorse.domain.run import RunRef
 from forkhorse.domain.snapshot import SnapshotUnavailable
 from forkhorse.flow.classify import classify_lineage, classify_receipt
+from forkhorse.ports.events import PushDetail
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.responses import (
     ListedReviewReceipt,
@@ -38,13 +39,7 @@ NO_RECEIPT = "No receipt is attached to this review."
 def reserve_run(context: Context, review: Review, commit: str, trigger: Trigger) -> RunRef:
     """Make a fresh generation the review's current, running execution (digest cleared),
     without starting it: the promote workflow starts its own before-promote run."""
-    run = RunRef(
-        project_id=review.project_id,
-        review_id=review.id,
-        generation=str(uuid.uuid4()),
-        trigger=trigger,
-        commit=commit,
-    )
+    run = review.run(str(uuid.uuid4()), trigger, commit)
     summary = running_summary(trigger, context.clock.now())
     with abandoned_on_failure(context, run):
         started = context.store.start_execution(review.id, commit, trigger, run.generation, summary)
@@ -122,13 +117,7 @@ class Reviews:
                 generation=generation, commit=commit, trigger="review-created", summary=summary
             ),
         )
-        run = RunRef(
-            project_id=project.id,
-            review_id=review.id,
-            generation=generation,
-            trigger="review-created",
-            commit=commit,
-        )
+        run = review.run(generation, "review-created", commit)
         with abandoned_on_failure(self._c, run):
             if not self._c.store.create_review(review):
                 raise Conflict("That review already exists.")
@@ -168,18 +157,15 @@ class Reviews:
         return ReceiptBody(digest=digest, receipt=record)
 
     # --- followed pushes --------------------------------------------------------------
-    def on_push(self, detail: Mapping[str, object]) -> list[str]:
+    def on_push(self, push: PushDetail) -> list[str]:
         """A push to a fork moves each review that follows it to the new head; returns
         the moved review ids. Only while the agent's claim on the packet is live."""
-        project_id, fork_id, new = detail.get("project"), detail.get("fork"), detail.get("new")
-        if detail.get("ref") != DEFAULT_BRANCH or not isinstance(new, str):
-            return []
-        if not isinstance(project_id, str) or not isinstance(fork_id, str):
+        if push.ref != DEFAULT_BRANCH:
             return []
         moved = []
-        for review in self._c.store.list_reviews(project_id):
-            follows = review.fork_id == fork_id and review.follow_pushes
-            if follows and review.commit != new and self._follow(review, new):
+        for review in self._c.store.list_reviews(push.project):
+            follows = review.fork_id == push.fork and review.follow_pushes
+            if follows and review.commit != push.new and self._follow(review, push.new):
                 moved.append(review.id)
         return moved
 
@@ -194,13 +180,7 @@ class Reviews:
         if not self._c.store.retarget_review(review.id, review.commit, new, generation, summary):
             return False  # another push moved it first
         self._cancel_superseded(review)
-        run = RunRef(
-            project_id=review.project_id,
-            review_id=review.id,
-            generation=generation,
-            trigger="review-created",
-            commit=new,
-        )
+        run = review.run(generation, "review-created", new)
         self._c.orchestrator.start_run(run)
         log.info("review %s follows its fork to %s", review.id, new)
         return True
@@ -210,15 +190,7 @@ class Reviews:
         previous = review.execution
         if previous is None or not previous.is_running:
             return
-        self._c.orchestrator.cancel_run(
-            RunRef(
-                project_id=review.project_id,
-                review_id=review.id,
-                generation=previous.generation,
-                trigger=previous.trigger,
-                commit=previous.commit,
-            )
-        )
+        self._c.orchestrator.cancel_run(review.run_of(previous))
 
     # --- Flow-Next review receipts ------------------------------------------------------
     def add_review_receipt(

@@ -27,7 +27,7 @@ from forkhorse.api.authorizer import OwnerPool
 from forkhorse.attest.attestor import Attestor
 from forkhorse.githttp.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.ports.clock import SystemClock
-from forkhorse.runner.steps import QuickDeps, RunnerDeps, published_archive
+from forkhorse.runner.workflow.steps import QuickDeps, RunnerDeps, published_archive
 from forkhorse.service.ancestry import GenerationAncestry, MemoryAncestryMemo
 from forkhorse.service.context import Context
 from forkhorse.service.facade import Service, ServiceSettings
@@ -189,12 +189,12 @@ def git_http_app(
     return GitHttpApp(git_host(), resolve_token, lookup, events)
 
 
-def recovery_machines() -> tuple[str, str]:
-    """The sweeper's two state machines: ReceiptRun's and PromoteRun's."""
+def execution_sweep() -> StepFunctionsOrchestrator:
+    """What the recovery sweeper lists: both state machines' executions."""
     environment = ServiceEnvironment.from_environ()
-    promote = require(
+    require(
         environment.promote_state_machine_arn,
         "PROMOTE_STATE_MACHINE_ARN",
         "sweep PromoteRun executions",
     )
-    return environment.state_machine_arn, promote
+    return orchestrator(environment)

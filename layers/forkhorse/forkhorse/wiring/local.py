@@ -33,16 +33,16 @@ from forkhorse.domain.limits import QueueLimits
 from forkhorse.githttp.http import GitHttpApp
 from forkhorse.ports.clock import Clock, SystemClock
 from forkhorse.ports.containers import ContainerPort
-from forkhorse.ports.events import PUSH_EVENT
+from forkhorse.ports.events import PUSH_EVENT, PushDetail
 from forkhorse.ports.sandbox import QuickSandbox
-from forkhorse.runner.promote_local import AfterStep, LocalPromotes
-from forkhorse.runner.steps import (
+from forkhorse.runner.local.promote import AfterStep, LocalPromotes
+from forkhorse.runner.local.supervisor import LocalSupervisor
+from forkhorse.runner.workflow.steps import (
     LOCAL_POLL_SECONDS,
     QuickDeps,
     RunnerDeps,
     exported_checkout,
 )
-from forkhorse.runner.supervisor import LocalSupervisor
 from forkhorse.service.ancestry import GenerationAncestry
 from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
@@ -214,7 +214,7 @@ def build_local_app(
 
 
 def _follow(service: Service, detail: Mapping[str, object]) -> None:
-    service.reviews.on_push(detail)
+    service.reviews.on_push(PushDetail.model_validate(detail))
 
 
 def ensure_owner_token(service: Service, home: Path) -> str:

@@ -16,23 +16,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from forkhorse.ports.orchestrator import ExecutionEnded, ExecutionSweep
 from forkhorse.runner.workflow.contracts import ExecutionInput, ExecutionState
 from forkhorse.runner.workflow.steps import EXPORT_PREFIX, RunnerDeps, finalize
 from forkhorse.service.promote.contracts import PromoteStart
 from forkhorse.service.promote.steps import PromoteDeps, settle_stopped
-
-if TYPE_CHECKING:
-    from mypy_boto3_stepfunctions import SFNClient
-    from mypy_boto3_stepfunctions.literals import ExecutionStatusType as ExecutionStatus
-else:
-    ExecutionStatus = str
-
-INTERRUPTED: tuple[ExecutionStatus, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
-SWEEP_PAGE = 100
 
 
 def finalize_interrupted(deps: RunnerDeps, execution_input: str) -> bool:
@@ -46,44 +37,31 @@ def finalize_interrupted(deps: RunnerDeps, execution_input: str) -> bool:
     return True
 
 
-def on_status_change(deps: RunnerDeps, event: dict[str, Any]) -> dict[str, Any]:
-    """EventBridge `Step Functions Execution Status Change` of a ReceiptRun."""
-    detail = event["detail"]
-    if detail["status"] not in INTERRUPTED:
+def on_status_change(deps: RunnerDeps, ended: ExecutionEnded) -> dict[str, Any]:
+    """A ReceiptRun's `Step Functions Execution Status Change`."""
+    if not ended.interrupted:
         return {"finalized": False}
-    return {"finalized": finalize_interrupted(deps, detail["input"])}
+    return {"finalized": finalize_interrupted(deps, ended.input)}
 
 
-def is_promote(event: dict[str, Any]) -> bool:
+def is_promote(ended: ExecutionEnded) -> bool:
     """A PromoteRun's input names its promotion (a ReceiptRun's names its run)."""
-    return "promotionId" in json.loads(event["detail"]["input"])
+    return "promotionId" in json.loads(ended.input)
 
 
-def on_promote_status_change(deps: PromoteDeps, event: dict[str, Any]) -> dict[str, Any]:
+def on_promote_status_change(deps: PromoteDeps, ended: ExecutionEnded) -> dict[str, Any]:
     """A PromoteRun that ended FAILED, TIMED_OUT or ABORTED ran no Settle state: settle its
     promotion by the same rules as a killed local workflow and free its lease."""
-    detail = event["detail"]
-    if detail["status"] not in INTERRUPTED:
+    if not ended.interrupted:
         return {"promotion": None}
-    ids = PromoteStart.model_validate_json(detail["input"])
+    ids = PromoteStart.model_validate_json(ended.input)
     return {"promotion": settle_stopped(deps, ids.project_id, ids.promotion_id)}
 
 
-def _interrupted_inputs(sfn: SFNClient, state_machine_arn: str) -> Iterator[str]:
-    """The inputs of the machine's most recent FAILED, TIMED_OUT and ABORTED executions."""
-    for status in INTERRUPTED:
-        listed = sfn.list_executions(
-            stateMachineArn=state_machine_arn, statusFilter=status, maxResults=SWEEP_PAGE
-        )
-        for execution in listed["executions"]:
-            described = sfn.describe_execution(executionArn=execution["executionArn"])
-            yield described.get("input", "{}")
-
-
-def settle_interrupted_promotes(deps: PromoteDeps, sfn: SFNClient, machine_arn: str) -> int:
+def settle_interrupted_promotes(deps: PromoteDeps, executions: ExecutionSweep) -> int:
     """Settle the promotions of interrupted PromoteRun executions still open; how many."""
     settled = 0
-    for execution_input in _interrupted_inputs(sfn, machine_arn):
+    for execution_input in executions.interrupted_inputs("promote"):
         ids = PromoteStart.model_validate_json(execution_input)
         promotion = deps.store.get_promotion(ids.project_id, ids.promotion_id)
         if promotion is None or promotion.settled_at is not None:
@@ -93,23 +71,16 @@ def settle_interrupted_promotes(deps: PromoteDeps, sfn: SFNClient, machine_arn: 
 
 
 def sweep(
-    deps: RunnerDeps,
-    sfn: SFNClient,
-    state_machine_arn: str,
-    promotes: tuple[PromoteDeps, str] | None = None,
+    deps: RunnerDeps, executions: ExecutionSweep, promotes: PromoteDeps | None = None
 ) -> dict[str, Any]:
     """Finalize recently interrupted ReceiptRuns, settle interrupted PromoteRuns' promotions
-    (`promotes`: their ports and machine) and destroy tasks of dead executions."""
+    (with `promotes`, their ports) and destroy tasks of dead executions."""
     finalized = sum(
         finalize_interrupted(deps, execution_input)
-        for execution_input in _interrupted_inputs(sfn, state_machine_arn)
+        for execution_input in executions.interrupted_inputs("receipt")
     )
-    settled = 0 if promotes is None else settle_interrupted_promotes(promotes[0], sfn, promotes[1])
-    running = sfn.list_executions(
-        stateMachineArn=state_machine_arn, statusFilter="RUNNING", maxResults=1000
-    )
-    live = frozenset(execution["name"] for execution in running["executions"])
-    removed = deps.containers.cleanup_orphans(live)
+    settled = 0 if promotes is None else settle_interrupted_promotes(promotes, executions)
+    removed = deps.containers.cleanup_orphans(executions.running_runs())
     return {"finalized": finalized, "promotionsSettled": settled, "orphansRemoved": len(removed)}
 
 

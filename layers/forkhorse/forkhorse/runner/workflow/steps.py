@@ -116,23 +116,26 @@ class RunnerDeps:
     evidence: EvidenceDrop
     clock: Clock
     # Full checks see the exact checkout: a host directory (podman) or an archive link
-    # (Fargate), made by (snapshot, execution, deadline); the deadline is a
-    # `time.monotonic` reading, the end of the check's own timeout.
-    checkout_source: Callable[[Snapshot, str, float], Path | ArchiveLink]
+    # (Fargate), made by (run, snapshot, deadline); the deadline is a `time.monotonic`
+    # reading, the end of the check's own timeout.
+    checkout_source: CheckoutSource[Path | ArchiveLink]
     poll_seconds: float = FULL_POLL_SECONDS
     # Signs each record's statement before it attaches (Invariant 10: the only key holder).
     attestor: Attestor | None = None
 
 
-def exported_checkout(workdir: Path) -> Callable[[Snapshot, str, float], Path]:
+type CheckoutSource[T] = Callable[[RunRef, Snapshot, float], T]
+
+
+def exported_checkout(workdir: Path) -> CheckoutSource[Path]:
     """A checkout source that exports the exact tree once per execution under `workdir`.
 
     The export is bounded by `ExportLimits` and the deadline; a refused or interrupted
     export removes its partial directory before the error goes on.
     """
 
-    def source(snapshot: Snapshot, execution: str, deadline: float) -> Path:
-        target = workdir / execution / snapshot.tree
+    def source(run: RunRef, snapshot: Snapshot, deadline: float) -> Path:
+        target = workdir / run.generation / snapshot.tree
         if not target.exists():
             partial = Path(tempfile.mkdtemp(dir=workdir, prefix=EXPORT_PREFIX))
             try:
@@ -152,22 +155,13 @@ def discard_checkouts(workdir: Path, execution: str) -> None:
     shutil.rmtree(workdir / execution, ignore_errors=True)
 
 
-def published_archive(git: GitHost) -> Callable[[Snapshot, str, float], ArchiveLink]:
+def published_archive(git: GitHost) -> CheckoutSource[ArchiveLink]:
     """A checkout source for AWS: a 180-second link to the exact tree's archive."""
 
-    def source(snapshot: Snapshot, execution: str, deadline: float) -> ArchiveLink:
-        del execution
-        project = snapshot_project(snapshot)
-        return git.store(project).publish_archive(snapshot.commit, deadline)
+    def source(run: RunRef, snapshot: Snapshot, deadline: float) -> ArchiveLink:
+        return git.store(run.project_id).publish_archive(snapshot.commit, deadline)
 
     return source
-
-
-def snapshot_project(snapshot: Snapshot) -> str:
-    project = getattr(snapshot, "project", None)
-    if not isinstance(project, str):
-        raise TypeError("this snapshot does not name its project")
-    return project
 
 
 # --- summaries ---------------------------------------------------------------------------
@@ -357,7 +351,7 @@ def full_start(deps: RunnerDeps, event: FullItem) -> FullProgress:
     deadline = started + definition.timeout_seconds  # the export runs inside the timeout
     try:
         image_ref = deps.containers.preflight(definition.image)
-        source = deps.checkout_source(_open_snapshot(deps, run), run.generation, deadline)
+        source = deps.checkout_source(run, _open_snapshot(deps, run), deadline)
         handle = deps.containers.start(
             ContainerSpec(
                 project=run.project_id,

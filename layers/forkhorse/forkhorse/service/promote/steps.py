@@ -403,16 +403,11 @@ def _abandon_before_promote_run(deps: PromoteDeps, promotion: Promotion) -> None
     of this review can be running."""
     review = deps.store.get_review(promotion.review_id)
     execution = None if review is None else review.execution
-    if execution is None or not execution.is_running or execution.trigger != "before-promote":
+    if review is None or execution is None or not execution.is_running:
         return
-    run = RunRef(
-        project_id=promotion.project_id,
-        review_id=promotion.review_id,
-        generation=execution.generation,
-        trigger=execution.trigger,
-        commit=execution.commit,
-    )
-    abandon_run(deps, run)
+    if execution.trigger != "before-promote":
+        return
+    abandon_run(deps, review.run_of(execution))
 
 
 # --- a workflow that died ----------------------------------------------------------------

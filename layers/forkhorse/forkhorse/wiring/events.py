@@ -1,0 +1,45 @@
+"""EventBridge events, typed at the edge: a handler hands use cases a validated detail,
+never the raw envelope."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import ValidationError
+
+from forkhorse.ports.events import PUSH_EVENT, PushDetail
+from forkhorse.ports.orchestrator import ExecutionEnded
+
+log = logging.getLogger(__name__)
+
+EXECUTION_STATUS_CHANGE = "Step Functions Execution Status Change"
+
+
+class PushEnvelope(EventBridgeModel):
+    detail: PushDetail
+
+
+class ExecutionChangeEnvelope(EventBridgeModel):
+    detail: ExecutionEnded
+
+
+def push_detail(event: dict[str, Any]) -> PushDetail | None:
+    """The push the event reports; None (logged) for anything but a well-formed push."""
+    try:
+        envelope = PushEnvelope.model_validate(event)
+    except ValidationError as invalid:
+        log.warning("ignored a malformed %s event: %s", PUSH_EVENT, invalid.errors()[:3])
+        return None
+    if envelope.detail_type != PUSH_EVENT:
+        log.warning("ignored a %s event on the push rule", envelope.detail_type)
+        return None
+    return envelope.detail
+
+
+def execution_ended(event: dict[str, Any]) -> ExecutionEnded | None:
+    """The execution status change the event reports; None for the scheduled sweep."""
+    if event.get("detail-type") != EXECUTION_STATUS_CHANGE:
+        return None
+    return ExecutionChangeEnvelope.model_validate(event).detail
