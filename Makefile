@@ -116,7 +116,7 @@ test-hostile: setup
 	@$(TIMED) $(call parallel_then_serial,tests/hostile,not bench)
 
 # Dead code ([tool.vulture], scripts/vulture_whitelist.py), then complexity held at today's
-# level so only a regression fails: no block above C but githttp/upload.py's `_kept` (D), no
+# level so only a regression fails: no block above C but upload.py's `_kept` (D), no
 # module averaging above B, the whole averaging A.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
