@@ -43,6 +43,7 @@ MAKE_RULE = re.compile(r"^([^\s:=#$][^:=]*?)\s*::?(?!=)")
 # A sample, not a path of this repository.
 SAMPLE = re.compile(r"://|^[/~$]|^\.\.|[*?\[\]{}<>$|…]|\.\.\.")
 SHELL_COMMENT = re.compile(r"(?:^|\s)#.*$")
+HEADING = re.compile(r"#{1,6}\s+(.*?)\s*#*\s*$")
 LEADING, TRAILING = "\"'`(", "\"'`,;:)."
 
 
@@ -169,9 +170,14 @@ def package_entries() -> frozenset[str]:
     )
 
 
+def _bare(token: str) -> str:
+    """A token without the quotes, brackets and punctuation around it."""
+    return token.lstrip(LEADING).rstrip(TRAILING)
+
+
 def repository_path(token: str) -> Path | None:
     """Where a token names a path of this repository, or None when it names none."""
-    token = token.lstrip(LEADING).rstrip(TRAILING).removeprefix("./")
+    token = _bare(token).removeprefix("./")
     if not token or SAMPLE.search(token) or "/" not in token:
         return None
     first = token.split("/")[0]
@@ -184,15 +190,16 @@ def repository_path(token: str) -> Path | None:
     return None
 
 
-def make_problems(name: str, text: str) -> Iterator[Problem]:
+def make_problems(document: Path, text: str) -> Iterator[Problem]:
+    name = _name(document)
     for code in code_of(text):
         for target in MAKE.findall(code.text):
             if target not in make_targets():
                 yield Problem(name, code.line, f"make {target}", "no such Makefile target")
 
 
-def forkhorse_problems(name: str, text: str) -> Iterator[Problem]:
-    commands = forkhorse_commands()
+def forkhorse_problems(document: Path, text: str) -> Iterator[Problem]:
+    name, commands = _name(document), forkhorse_commands()
     for code in code_of(text):
         for command, sub in FORKHORSE.findall(code.text):
             for one in command.split("|"):
@@ -211,8 +218,7 @@ def path_problems(document: Path, text: str) -> Iterator[Problem]:
         for token in code.text.split():
             path = repository_path(token)
             if path is not None and not path.exists():
-                thing = token.lstrip(LEADING).rstrip(TRAILING)
-                yield Problem(name, code.line, thing, "no such path")
+                yield Problem(name, code.line, _bare(token), "no such path")
     for line, target in links_of(text):
         yield from _link_problems(document, text, line, target)
 
@@ -237,7 +243,7 @@ def anchors(text: str) -> frozenset[str]:
     found: set[str] = set()
     for part in parts_of(text):
         for line in [] if part.fenced else part.text.splitlines():
-            heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+            heading = HEADING.match(line)
             if heading:
                 slug = re.sub(r"[^\w\- ]", "", heading.group(1).lower()).replace(" ", "-")
                 count = seen.get(slug, 0)
@@ -246,18 +252,16 @@ def anchors(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def all_problems() -> list[Problem]:
-    problems: list[Problem] = []
-    for document in documents():
-        text = document.read_text()
-        name = _name(document)
-        problems += [*make_problems(name, text), *forkhorse_problems(name, text)]
-        problems += path_problems(document, text)
-    return problems
+def problems_of(document: Path, text: str) -> list[Problem]:
+    return [
+        *make_problems(document, text),
+        *forkhorse_problems(document, text),
+        *path_problems(document, text),
+    ]
 
 
 def test_every_make_target_forkhorse_command_and_path_the_docs_name_exists() -> None:
-    problems = all_problems()
+    problems = [p for document in documents() for p in problems_of(document, document.read_text())]
     assert not problems, "\n".join(["The docs name what does not exist:", *map(str, problems)])
 
 
@@ -288,40 +292,26 @@ cd work && forkhorse submit --project $P && make nosuchfenced
 """
 
 
-@pytest.mark.parametrize(
-    "problem",
-    [
-        "make nosuchtarget: no such Makefile target",
-        "make nohog: no such Makefile target",
-        "make nosuchfenced: no such Makefile target",
-        "forkhorse nosuchcommand: no such command",
-        "forkhorse keys nosuchsub: no such subcommand",
-        "forkhorse nosuchowner: no such command",
-        "tests/unit/nosuch.py: no such path",
-        "service/nosuch.py: no such path",
-        "docs/nosuch.md: the link's target does not exist",
-        "README.md#no-such-heading: no such heading in the linked document",
-    ],
-)
+SAMPLE_PROBLEMS = [
+    "sample.md:3: make nosuchtarget: no such Makefile target",
+    "sample.md:3: make nohog: no such Makefile target",
+    "sample.md:4: forkhorse nosuchcommand: no such command",
+    "sample.md:4: forkhorse keys nosuchsub: no such subcommand",
+    "sample.md:5: tests/unit/nosuch.py: no such path",
+    "sample.md:5: service/nosuch.py: no such path",
+    "sample.md:9: docs/nosuch.md: the link's target does not exist",
+    "sample.md:9: README.md#no-such-heading: no such heading in the linked document",
+    "sample.md:12: forkhorse nosuchowner: no such command",
+    "sample.md:13: make nosuchfenced: no such Makefile target",
+]
+
+
+@pytest.mark.parametrize("problem", SAMPLE_PROBLEMS)
 def test_a_bogus_name_is_reported_with_its_document_and_line(problem: str) -> None:
-    document = ROOT / "sample.md"
-    found = [
-        *make_problems("sample.md", SAMPLE_DOCUMENT),
-        *forkhorse_problems("sample.md", SAMPLE_DOCUMENT),
-        *path_problems(document, SAMPLE_DOCUMENT),
-    ]
-    reported = {str(p).split(": ", 1)[1]: p.line for p in found}
-    assert problem in reported
-    assert str(found[0]).startswith("sample.md:")
+    found = problems_of(ROOT / "sample.md", SAMPLE_DOCUMENT)
+    assert problem in map(str, found)
 
 
 def test_what_is_real_or_a_sample_is_not_reported() -> None:
-    found = [
-        str(p)
-        for p in [
-            *make_problems("sample.md", SAMPLE_DOCUMENT),
-            *forkhorse_problems("sample.md", SAMPLE_DOCUMENT),
-            *path_problems(ROOT / "sample.md", SAMPLE_DOCUMENT),
-        ]
-    ]
-    assert len(found) == 10, found
+    found = problems_of(ROOT / "sample.md", SAMPLE_DOCUMENT)
+    assert sorted(map(str, found)) == sorted(SAMPLE_PROBLEMS)
