@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -28,9 +27,10 @@ from forkhorse.flow.cli_support import (
     current_head,
     dirty_paths,
     emit,
+    gate_arguments,
+    gate_at_head,
     group,
     leaf,
-    repo_root,
 )
 from forkhorse.flow.currentness import Selection, select_current
 from forkhorse.flow.envelope import validate_receipt
@@ -63,9 +63,7 @@ def register(subparsers: Subparsers) -> Subparsers:
         ("check", _gate_check, "is there a valid green receipt for this command at HEAD?"),
         ("run", _gate_run, "run the command unless a valid green receipt exists"),
     ):
-        gate_leaf = leaf(gate, name, text, handler)
-        gate_leaf.add_argument("--id", required=True, dest="gate_id", metavar="GATE")
-        gate_leaf.add_argument("command", metavar="COMMAND", nargs="+")
+        gate_arguments(leaf(gate, name, text, handler))
     return gate
 
 
@@ -218,12 +216,7 @@ def _gate_run(args: argparse.Namespace) -> int:
 
 
 def _gate_state(args: argparse.Namespace) -> _GateState:
-    if not green.is_valid_gate_id(args.gate_id):
-        raise UsageError(f"invalid gate id {args.gate_id!r}")
-    command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
-    root = repo_root()
-    head = current_head(root)
-    dirty = dirty_paths(root)
+    command, root, head, dirty = gate_at_head(args)
     if dirty:
         check = green.GreenCheck(False, f"dirty tree ({dirty[0]})")
     else:

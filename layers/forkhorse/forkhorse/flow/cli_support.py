@@ -1,5 +1,5 @@
 """What the Flow-Next commands share: exit codes, the usage error, command leaves that print
-`--json` or text, and git run in the repository.
+`--json` or text, a gate command's arguments, and git run in the repository.
 
 Exit codes: 0 yes/valid/done, 1 a clean "no", 2 usage or I/O error.
 """
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from forkhorse.flow import green
 
@@ -54,6 +55,30 @@ def guarded(handler: Handler) -> Handler:
 def emit(args: argparse.Namespace, payload: object, text: str, stream: Any = None) -> None:
     out = stream or sys.stdout
     print(json.dumps(payload, sort_keys=True) if args.json else text, file=out)
+
+
+class GateAtHead(NamedTuple):
+    """A gate command line in the repository: what its green receipt is for."""
+
+    command: str
+    root: Path
+    head: str
+    dirty: list[str]
+
+
+def gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--id GATE COMMAND...`, what every `gate` command takes."""
+    parser.add_argument("--id", required=True, dest="gate_id", metavar="GATE")
+    parser.add_argument("command", metavar="COMMAND", nargs="+")
+
+
+def gate_at_head(args: argparse.Namespace) -> GateAtHead:
+    """The gate command of `args` in the repository of the current directory."""
+    if not green.is_valid_gate_id(args.gate_id):
+        raise UsageError(f"invalid gate id {args.gate_id!r}")
+    command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
+    root = repo_root()
+    return GateAtHead(command, root, current_head(root), dirty_paths(root))
 
 
 def repo_root() -> Path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +22,9 @@ from forkhorse.flow.cli_support import (
     Subparsers,
     UsageError,
     current_head,
-    dirty_paths,
     emit,
+    gate_arguments,
+    gate_at_head,
     git,
     group,
     guarded,
@@ -48,9 +48,7 @@ def register(subparsers: Subparsers, gate: Subparsers) -> None:
     attach.add_argument("--head", required=True, help="reviewed head (a commit-ish)")
     attach.add_argument("--base", help="reviewed base (a commit-ish); anchors need it")
 
-    receipt = leaf(gate, "receipt", "record a passing gate command as a green receipt", _gate)
-    receipt.add_argument("--id", required=True, dest="gate_id", metavar="GATE")
-    receipt.add_argument("command", metavar="COMMAND", nargs="+")
+    gate_arguments(leaf(gate, "receipt", "record a passing gate command as a green receipt", _gate))
 
     qa = group(subparsers, "qa", "QA receipts (type: qa_verdict)")
     stamp = leaf(qa, "receipt", "stamp and write the QA receipt for a spec", _qa_receipt)
@@ -112,12 +110,7 @@ def _attach(args: argparse.Namespace) -> int:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    if not green.is_valid_gate_id(args.gate_id):
-        raise UsageError(f"invalid gate id {args.gate_id!r}")
-    command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
-    root = repo_root()
-    head = current_head(root)
-    dirty = dirty_paths(root)
+    command, root, head, dirty = gate_at_head(args)
     if dirty:
         message = f"worktree dirty outside the ignore set ({dirty[0]}) - receipt not warrantable"
         emit(args, {"written": False, "reason": message}, f"NO_RECEIPT: {message}")
