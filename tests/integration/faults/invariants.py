@@ -23,6 +23,7 @@ from forkhorse.service.identity import Caller
 from forkhorse.wiring.local import LocalApp
 
 from tests.integration.faults.path_worker import OWNER, RUN_SECONDS
+from tests.support.status import http_status
 
 RECOVERY_SECONDS = 60.0
 
@@ -94,8 +95,10 @@ def check_invariants(deployment: Deployment, ids: dict[str, str]) -> None:
         assert fence.state in ("writing", "uncertain"), fence
     for review in {p.review_id for p in store.list_promotions(project)}:
         answer = deployment.service.promotions.status(OWNER, project, review)
-        assert answer.status in (200, 409), answer
-        assert isinstance(answer.body, Promoted if answer.status == 200 else ErrorBody), answer
+        assert http_status(answer) in (200, 409), answer
+        assert isinstance(answer.body, Promoted if http_status(answer) == 200 else ErrorBody), (
+            answer
+        )
 
 
 def _check_receipt(store: Store, review: Review) -> None:
@@ -141,10 +144,10 @@ def complete(deployment: Deployment, ids: dict[str, str]) -> None:
         service.approvals.approve(OWNER, project, review.id, commit)
     answer = service.promotions.promote(OWNER, project, review.id, commit, wait_seconds=0)
     deadline = time.monotonic() + RUN_SECONDS
-    while answer.status == 202 and time.monotonic() < deadline:
+    while answer.pending and time.monotonic() < deadline:
         time.sleep(0.1)
         answer = service.promotions.status(OWNER, project, review.id)
-    assert answer.status == 200, answer.body
+    assert http_status(answer) == 200, answer.body
     assert [entry.commit for entry in store.ledger(project)] == [commit]
     assert repos.head() == commit
 

@@ -32,6 +32,7 @@ from forkhorse.wiring.local import LocalApp, build_local_app, build_local_runtim
 from tests.integration.runner.scenarios import checks_file, full, quick
 from tests.support.faults import CrashPoint, FaultPlan, Faulty, PathWrite
 from tests.support.gitrepo import commit_files
+from tests.support.status import http_status
 
 OWNER = Caller("6f1c2a8e-0b7d-4c3e-9a55-1d2e3f4a5b6c", "owner")
 # The cheapest real checks: a bubblewrap quick check and a busybox container.
@@ -142,7 +143,7 @@ def walk(app: LocalApp, ids: dict[str, str]) -> PromoteAnswer:
     answer = service.promotions.promote(OWNER, project, review_id, commit, wait_seconds=0)
     for promotion in store.list_promotions(project):
         assert app.promotes.wait(promotion.id, RUN_SECONDS), "the promote workflow hung"
-    return service.promotions.status(OWNER, project, review_id) if answer.status == 202 else answer
+    return service.promotions.status(OWNER, project, review_id) if answer.pending else answer
 
 
 def run(
@@ -160,5 +161,5 @@ def run(
     plan.armed = True
     answer = walk(app, ids)
     plan.armed = False
-    assert answer.status == 200, answer.body
+    assert http_status(answer) == 200, answer.body
     app.close()

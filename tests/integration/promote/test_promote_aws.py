@@ -21,6 +21,7 @@ from tests.support.promote import (
     AwsWorld,
     Crash,
 )
+from tests.support.status import http_status
 
 CHECKS_FAILED = {"error": "Checks failed before promote."}
 
@@ -82,17 +83,17 @@ def test_the_exact_409_is_kept_and_read_by_a_fresh_service(aws_world: AwsWorld) 
     service.projects.set_settings(OWNER, aws_world.project_id, True)
     initial = aws_world.canonical()
 
-    status, body = _promote(aws_world, review_id, commit)
-    assert status == 202, body
+    code, body = _promote(aws_world, review_id, commit)
+    assert code == 202, body
     assert aws_world.settle(review_id) == (409, CHECKS_FAILED)
 
     fresh = aws_world.service()
     answer = fresh.promotions.status(OWNER, aws_world.project_id, review_id)
-    assert (answer.status, answer.body.model_dump(mode="json")) == (409, CHECKS_FAILED)
+    assert (http_status(answer), answer.body.model_dump(mode="json")) == (409, CHECKS_FAILED)
     [promotion] = aws_world.promotions(review_id)
     assert promotion.state == "failed"
     assert promotion.refusal is not None
-    assert (promotion.refusal.status, promotion.refusal.error) == (409, CHECKS_FAILED["error"])
+    assert (promotion.refusal.kind, promotion.refusal.error) == ("conflict", CHECKS_FAILED["error"])
     # The failed before-promote summary stays visible; canonical did not move.
     summary = aws_world.summary(review_id)
     assert summary is not None

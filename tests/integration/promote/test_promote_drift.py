@@ -30,6 +30,7 @@ from tests.support.promote import (
     ShiftClock,
     _capability,
 )
+from tests.support.status import http_status
 
 # The local supervisor's step names -> the AWS step function that runs the same step.
 STEPS = {"StartRun": "promote_start_run", "Write": "promote_write"}
@@ -145,7 +146,7 @@ def _outcome(world: AwsWorld, case: Case) -> dict[str, Any]:
     [promotion] = world.promotions(review_id)
     summary = world.summary(review_id)
     return {
-        "status": answer.status,
+        "status": http_status(answer),
         "body": _without_ids(answer.body.model_dump(mode="json")),
         "canonical": {initial: "unchanged", commit: "fast-forwarded"}.get(world.canonical()),
         "ledger": len(world.store.ledger(world.project_id)),
@@ -167,7 +168,7 @@ def _settled(service: Service, world: AwsWorld, review_id: str) -> Any:
     deadline = time.monotonic() + SETTLE_TIMEOUT
     while True:
         answer = service.promotions.status(OWNER, world.project_id, review_id)
-        if answer.status != 202 or time.monotonic() > deadline:
+        if not answer.pending or time.monotonic() > deadline:
             return answer
         time.sleep(0.2)
 

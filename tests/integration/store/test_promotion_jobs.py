@@ -12,7 +12,7 @@ from tests.support.store import COMMIT, T0
 
 TTL = timedelta(seconds=30)
 JOB = timedelta(minutes=16)
-CHECKS_FAILED = Refusal(status=409, error="Checks failed before promote.")
+CHECKS_FAILED = Refusal(kind="conflict", error="Checks failed before promote.")
 
 
 def _queued(promotion_id: str, review_id: str = "r1", started: timedelta = JOB * 0) -> Promotion:
@@ -122,7 +122,7 @@ def test_a_refusal_is_kept_with_the_failed_promotion(store: Store) -> None:
     assert (failed.state, failed.refusal, failed.settled_at) == ("failed", CHECKS_FAILED, T0)
     assert store.open_promotion("proj") is None, "failed lifts the fence"
 
-    reasons = Refusal(status=409, error="Promote needs consent.", reasons=("consent-missing",))
+    reasons = Refusal(kind="conflict", error="Promote needs consent.", reasons=("consent-missing",))
     assert store.request_promotion(_queued("m2"), T0)
     assert store.settle_promotion("proj", "m2", "failed", None, T0, reasons)
     stored = store.get_promotion("proj", "m2")

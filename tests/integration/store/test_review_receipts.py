@@ -42,7 +42,7 @@ def test_a_receipt_built_in_process_is_held_to_the_body_rules(
     receipts = ReviewReceipts(store, REVIEW_RECEIPTS)
     with pytest.raises(BadRequest) as refused:
         receipts.canonical({**RECEIPT, "x": extra})
-    assert refused.value.status == 400
+    assert refused.value.kind == "invalid"
     assert refused.value.message == REFUSED + error
 
 
@@ -103,7 +103,7 @@ def test_a_generation_id_names_one_content(store: Store) -> None:
     receipts.check_generation(lineage, "0" * 64, RECEIPT)  # no findings, no generation id
     with pytest.raises(Conflict) as refused:
         receipts.check_generation(lineage, "0" * 64, _with_findings("review-1", "B"))
-    assert refused.value.status == 409
+    assert refused.value.kind == "conflict"
     assert refused.value.message == (
         f"The review already has receipt {digest} with sourceReceiptId 'review-1'; "
         "a generation id cannot name different content."

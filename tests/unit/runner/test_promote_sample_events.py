@@ -15,4 +15,4 @@ def test_the_settle_sample_carries_the_exact_409() -> None:
         json.loads((ROOT / "events/promote_settle.json").read_text())
     )
     refusal = refusal_from_error(state.error)
-    assert (refusal.status, refusal.error) == (409, "Checks failed before promote.")
+    assert (refusal.kind, refusal.error) == ("conflict", "Checks failed before promote.")

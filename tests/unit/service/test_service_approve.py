@@ -12,6 +12,7 @@ from forkhorse.service.errors import Forbidden, ServiceError
 from forkhorse.service.reviews import reserve_run
 
 from tests.support.service import CLAIM_TTL, FULL_FAILING, PASSING, QUICK_FAILING, Fast, wire
+from tests.support.status import http_status
 
 MOCKED = [
     "mocked-container-port: The evidence was produced on a mock (mocked-container-port); "
@@ -27,7 +28,7 @@ FAILED = ["failed: The checks ended failed."]
 def _refused(fast: Fast, project: str, review_id: str, commit: str) -> tuple[int, object]:
     with pytest.raises(ServiceError) as refused:
         fast.service.approvals.approve(fast.owner, project, review_id, commit)
-    return refused.value.status, wire(refused.value.body())
+    return http_status(refused.value), wire(refused.value.body())
 
 
 def test_mocked_passing_evidence_never_satisfies_the_required_gate(fast: Fast) -> None:

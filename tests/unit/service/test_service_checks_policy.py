@@ -4,6 +4,7 @@ differ from canonical's, and nothing blocks."""
 from __future__ import annotations
 
 from tests.support.service import Fast, checks, wire
+from tests.support.status import http_status
 
 MODULE = ".forkhorse/quick/quick.py"
 
@@ -21,5 +22,5 @@ def test_advisory_mode_shows_the_checks_diff_but_never_blocks(fast: Fast) -> Non
     approval = wire(fast.service.approvals.approve(fast.owner, project, review_id, commit))
     assert approval["approval"]["acceptedChecksChange"] == []
     answer = fast.service.promotions.promote(fast.owner, project, review_id, commit)
-    assert answer.status == 200, answer.body
+    assert http_status(answer) == 200, answer.body
     assert fast.canonical(project) == commit

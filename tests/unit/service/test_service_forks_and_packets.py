@@ -12,6 +12,7 @@ from forkhorse.domain.model import Claim
 from forkhorse.service.errors import Conflict
 
 from tests.support.service import Fast, wire
+from tests.support.status import http_status
 
 
 def _repositories(fast: Fast, project: str) -> set[str]:
@@ -31,7 +32,7 @@ def test_an_agent_past_its_forks_is_refused_and_nothing_is_created(fast: Fast) -
     assert len(repositories) == 1 + FORKS.per_agent, "canonical and each fork"
     with pytest.raises(Conflict) as refused:
         fast.service.projects.create_fork(agent, project, "one-more")
-    assert (refused.value.status, wire(refused.value.body())) == (
+    assert (http_status(refused.value), wire(refused.value.body())) == (
         409,
         {"error": f"Refused: an agent may create at most {FORKS.per_agent} forks in a project."},
     )

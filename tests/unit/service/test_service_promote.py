@@ -13,6 +13,7 @@ from forkhorse.service.facade import Service
 from forkhorse.service.promote.rules import ALREADY_RUNNING, CONSENT_MISSING, NO_PROMOTION
 
 from tests.support.service import CLAIM_TTL, FULL_FAILING, PASSING, Fast, Lane, wire
+from tests.support.status import http_status
 
 CHECKS_FAILED = {"error": CHECKS_FAILED_BEFORE_PROMOTE}
 
@@ -30,8 +31,8 @@ def _promote(fast: Fast, project: str, review_id: str, commit: str) -> tuple[int
     try:
         answer = fast.service.promotions.promote(fast.owner, project, review_id, commit)
     except ServiceError as refused:
-        return refused.status, wire(refused.body())
-    return answer.status, wire(answer.body)
+        return http_status(refused), wire(refused.body())
+    return http_status(answer), wire(answer.body)
 
 
 def test_an_advisory_promote_fast_forwards_canonical_and_starts_no_checks(fast: Fast) -> None:
@@ -106,9 +107,9 @@ def test_an_expired_claim_blocks_promote(fast: Fast) -> None:
     )
 
 
-@pytest.mark.parametrize(("files", "status"), [(PASSING, "passed"), (FULL_FAILING, "failed")])
+@pytest.mark.parametrize(("files", "outcome"), [(PASSING, "passed"), (FULL_FAILING, "failed")])
 def test_turning_the_requirement_on_gates_an_approved_review_with_the_exact_409(
-    fast: Fast, files: dict[str, str | bytes], status: str
+    fast: Fast, files: dict[str, str | bytes], outcome: str
 ) -> None:
     """Mocked passing evidence fails the required gate as a failed run does."""
     project = fast.project(False)
@@ -121,10 +122,10 @@ def test_turning_the_requirement_on_gates_an_approved_review_with_the_exact_409(
     context = fast.service.context
     other_process = Service(context.store, context.git, context.orchestrator, context.clock)
     answer = other_process.promotions.status(fast.owner, project, review_id)
-    assert (answer.status, wire(answer.body)) == (409, CHECKS_FAILED)
+    assert (http_status(answer), wire(answer.body)) == (409, CHECKS_FAILED)
     after = fast.review(project, review_id)
     # Promote reran the checks under a new generation; the before-promote summary stays.
-    assert (after["receipt"]["trigger"], after["receipt"]["status"]) == ("before-promote", status)
+    assert (after["receipt"]["trigger"], after["receipt"]["status"]) == ("before-promote", outcome)
     assert after["receipt"]["digest"] != earlier["digest"]
     assert after["promotion"] is None
     assert fast.canonical(project) == initial
@@ -148,7 +149,7 @@ def test_a_live_promote_job_fences_a_second_request_and_reads_pending(fast: Fast
     assert fast.runtime.store.request_promotion(queued, now)  # another request's job
     assert _promote(fast, project, review_id, commit) == (409, {"error": ALREADY_RUNNING})
     answer = fast.service.promotions.status(fast.owner, project, review_id)
-    assert (answer.status, wire(answer.body)) == (
+    assert (http_status(answer), wire(answer.body)) == (
         202,
         {
             "promotion": {
@@ -167,10 +168,13 @@ def test_a_review_never_promoted_has_no_promotion_and_agents_cannot_promote(fast
     commit, review_id = _approved(fast, project, lane, PASSING)
     with pytest.raises(ServiceError) as missing:
         fast.service.promotions.status(fast.owner, project, review_id)
-    assert (missing.value.status, wire(missing.value.body())) == (404, {"error": NO_PROMOTION})
+    assert (http_status(missing.value), wire(missing.value.body())) == (
+        404,
+        {"error": NO_PROMOTION},
+    )
     with pytest.raises(ServiceError) as agent:
         fast.service.promotions.promote(lane.agent, project, review_id, commit)
-    assert (agent.value.status, wire(agent.value.body())) == (
+    assert (http_status(agent.value), wire(agent.value.body())) == (
         403,
         {"error": "Only an owner may promote reviews."},
     )

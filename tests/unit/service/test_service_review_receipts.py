@@ -8,6 +8,7 @@ import pytest
 from forkhorse.service.errors import ServiceError
 
 from tests.support.service import PASSING, Fast, wire
+from tests.support.status import http_status
 
 RECEIPT = {"type": "impl_review", "mode": "codex", "verdict": "SHIP"}
 
@@ -33,7 +34,7 @@ def test_the_requesting_agent_attaches_and_everyone_allowed_reads_it(fast: Fast)
     ):
         with pytest.raises(ServiceError) as hidden:
             attempt()
-        assert (hidden.value.status, wire(hidden.value.body())) == (
+        assert (http_status(hidden.value), wire(hidden.value.body())) == (
             404,
             {"error": "Review not found."},
         )
@@ -63,7 +64,7 @@ def test_an_invalid_receipt_is_a_400_with_its_rule_and_changes_nothing(
     _, review_id = fast.reviewed(project, lane, PASSING)
     with pytest.raises(ServiceError) as refused:
         fast.service.reviews.add_review_receipt(lane.agent, project, review_id, body)
-    assert (refused.value.status, wire(refused.value.body())) == (
+    assert (http_status(refused.value), wire(refused.value.body())) == (
         400,
         {"error": f"The review receipt is invalid: {error}", "reasons": [reason]},
     )

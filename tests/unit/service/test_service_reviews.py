@@ -10,10 +10,11 @@ from forkhorse.service.errors import Conflict, Forbidden, NotFound, ServiceError
 from forkhorse.service.reviews import NO_RECEIPT
 
 from tests.support.service import CLAIM_TTL, PASSING, QUICK_FAILING, Fast, wire
+from tests.support.status import http_status
 
 
 def _refusal(error: pytest.ExceptionInfo[ServiceError]) -> tuple[int, dict[str, object]]:
-    return error.value.status, wire(error.value.body())
+    return http_status(error.value), wire(error.value.body())
 
 
 def test_an_agent_outside_the_project_cannot_request_a_review(fast: Fast) -> None:

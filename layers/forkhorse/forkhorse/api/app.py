@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from forkhorse import console
 from forkhorse.api import guards
 from forkhorse.api.resolver import ThreadLocalResolver
-from forkhorse.api.routes.answers import JSON
+from forkhorse.api.routes.answers import JSON, STATUS_OF
 from forkhorse.api.routes.attestations import AttestationRoutes
 from forkhorse.api.routes.operations import SECURITY_SCHEMES, TAGS
 from forkhorse.api.routes.projects import ProjectRoutes
@@ -141,7 +141,7 @@ class ForkhorseApi:
         app.include_router(AttestationRoutes(self.service.attestations).router)
 
     def _service_error(self, error: ServiceError) -> Response[str]:
-        return error_response(error.status, error.body())
+        return error_response(STATUS_OF[error.kind], error.body())
 
     def _invalid(self, error: RequestValidationError) -> Response[str]:
         return error_response(400, ErrorBody(error=_validation_sentence(error)))

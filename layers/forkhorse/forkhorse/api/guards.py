@@ -41,11 +41,11 @@ NOT_BASE64 = "The body is marked base64 but is not valid base64."
 
 
 class UnsupportedMediaType(ServiceError):
-    status = 415
+    kind = "unsupported"
 
 
 class PayloadTooLarge(ServiceError):
-    status = 413
+    kind = "too-large"
 
 
 TokenAuthenticator = Callable[[str], Caller | None]

@@ -5,9 +5,9 @@ per-project workflow lease. Pure data, no I/O.
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, PositiveInt
+from pydantic import AwareDatetime, BaseModel, ConfigDict, PositiveInt, model_validator
 
 from forkhorse.domain.receipts import ReceiptSummary, Trigger
 from forkhorse.domain.run import RunRef
@@ -191,12 +191,39 @@ OPEN_PROMOTION_STATES: frozenset[PromotionState] = frozenset({"pending", "writin
 IN_FLIGHT_STATES: frozenset[PromotionState] = frozenset({"queued", "pending", "writing"})
 
 
-class Refusal(_State):
-    """What a refused promote job answers, in any process: status, sentence and reasons."""
+# Why a request is refused; each edge maps a kind to its own answer (the API to a status).
+RefusalKind = Literal[
+    "invalid", "unauthenticated", "forbidden", "not-found", "conflict", "too-large", "unsupported"
+]
+# Refusals stored before they had kinds carry the HTTP status they were answered with.
+_KIND_OF_STATUS: dict[int, RefusalKind] = {
+    400: "invalid",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not-found",
+    409: "conflict",
+    413: "too-large",
+    415: "unsupported",
+}
 
-    status: int
+
+class Refusal(_State):
+    """What a refused promote job answers, in any process: kind, sentence and reasons."""
+
+    kind: RefusalKind
     error: str
     reasons: tuple[str, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_of_status(cls, data: Any) -> Any:
+        """A promotion settled, or a Cause raised, by an earlier version names a status."""
+        if not (isinstance(data, dict) and "status" in data and "kind" not in data):
+            return data
+        kind = _KIND_OF_STATUS.get(data["status"])
+        if kind is None:
+            raise ValueError(f"a refusal's status must be one of {sorted(_KIND_OF_STATUS)}")
+        return {key: value for key, value in data.items() if key != "status"} | {"kind": kind}
 
 
 class Promotion(_State):

@@ -1,13 +1,14 @@
-"""Refusals with the HTTP status they map to and one clear sentence."""
+"""Refusals: their kind (the API maps it to a status) and one clear sentence."""
 
 from __future__ import annotations
 
+from forkhorse.domain.model import RefusalKind
 from forkhorse.responses import CHECKS_FAILED_BEFORE_PROMOTE as CHECKS_FAILED_BEFORE_PROMOTE
 from forkhorse.responses import ErrorBody
 
 
 class ServiceError(Exception):
-    status = 400
+    kind: RefusalKind = "invalid"
 
     def __init__(self, message: str, *, reasons: list[str] | None = None) -> None:
         super().__init__(message)
@@ -19,31 +20,31 @@ class ServiceError(Exception):
         return ErrorBody(error=self.message, reasons=self.reasons)
 
 
-def refused_with(status: int, body: ErrorBody) -> ServiceError:
-    """A refusal decided elsewhere (a promote job's), raised with its own status."""
+def refused_with(kind: RefusalKind, body: ErrorBody) -> ServiceError:
+    """A refusal decided elsewhere (a promote job's), raised with its own kind."""
     error = ServiceError(body.error, reasons=body.reasons)
-    error.status = status
+    error.kind = kind
     return error
 
 
 class BadRequest(ServiceError):
-    status = 400
+    kind = "invalid"
 
 
 class Unauthorized(ServiceError):
-    status = 401
+    kind = "unauthenticated"
 
 
 class Forbidden(ServiceError):
-    status = 403
+    kind = "forbidden"
 
 
 class NotFound(ServiceError):
-    status = 404
+    kind = "not-found"
 
 
 class Conflict(ServiceError):
-    status = 409
+    kind = "conflict"
 
 
 PROJECT_NOT_FOUND = "Project not found."

@@ -33,7 +33,7 @@ _ATTACH_LOCKS = 64
 
 
 class ReceiptTooLarge(ServiceError):
-    status = 413
+    kind = "too-large"
 
 
 @dataclass(frozen=True, slots=True)

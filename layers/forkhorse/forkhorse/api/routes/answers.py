@@ -1,5 +1,5 @@
-"""OpenAPI answers shared by the routes: a success's description and links, and the one
-error body every refusal has."""
+"""OpenAPI answers shared by the routes: a success's description and links, the one error
+body every refusal has, and the status each kind of refusal is answered with."""
 
 from __future__ import annotations
 
@@ -7,10 +7,28 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 from forkhorse.api.links import Links
+from forkhorse.domain.model import RefusalKind
 from forkhorse.responses import ErrorBody
+from forkhorse.service.promote.request import PromoteAnswer
 
 JSON = "application/json"
-ERROR_STATUSES = (400, 401, 403, 404, 409, 413, 415)
+STATUS_OF: dict[RefusalKind, int] = {
+    "invalid": 400,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "not-found": 404,
+    "conflict": 409,
+    "too-large": 413,
+    "unsupported": 415,
+}
+ERROR_STATUSES = tuple(STATUS_OF.values())
+
+
+def promote_status(answer: PromoteAnswer) -> int:
+    """202 while the promote workflow runs, 200 once done, else its refusal's status."""
+    if answer.refused is not None:
+        return STATUS_OF[answer.refused]
+    return 202 if answer.pending else 200
 
 
 def ok(

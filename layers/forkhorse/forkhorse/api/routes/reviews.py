@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from forkhorse.api import links
 from forkhorse.api.guards import caller_of
 from forkhorse.api.models import ApproveBody, CommitBody, RequestReview
-from forkhorse.api.routes.answers import ERRORS, answers, ok
+from forkhorse.api.routes.answers import ERRORS, answers, ok, promote_status
 from forkhorse.api.routes.operations import PROJECTS, PROMOTIONS, REVIEWS, operation
 from forkhorse.domain.limits import PAGE
 from forkhorse.responses import (
@@ -29,6 +29,7 @@ from forkhorse.responses import (
     StoredReviewReceipt,
 )
 from forkhorse.service.facade import Service
+from forkhorse.service.promote.request import PromoteAnswer
 
 REVIEW = "/projects/<project_id>/reviews/<review_id>"
 RECEIPTS = f"{REVIEW}/review-receipts"
@@ -173,11 +174,11 @@ class ReviewRoutes:
         """Waits a short time for the promote job; 202 while it still runs."""
         caller = caller_of(self.router)
         answer = self._service.promotions.promote(caller, project_id, review_id, body.commit)
-        return answer.accepted()
+        return _with_status(answer)
 
     def promotion(self, project_id: str, review_id: str) -> tuple[Promoted | PromotionPending, int]:
         caller = caller_of(self.router)
-        return self._service.promotions.status(caller, project_id, review_id).accepted()
+        return _with_status(self._service.promotions.status(caller, project_id, review_id))
 
     def gate(self, project_id: str, review_id: str) -> GateView:
         return self._service.inspection.gate(caller_of(self.router), project_id, review_id)
@@ -195,3 +196,8 @@ class ReviewRoutes:
     def list_review_receipts(self, project_id: str, review_id: str) -> ReviewReceiptList:
         caller = caller_of(self.router)
         return self._service.reviews.list_review_receipts(caller, project_id, review_id)
+
+
+def _with_status(answer: PromoteAnswer) -> tuple[Promoted | PromotionPending, int]:
+    """The promotion and its status; a refusal raises."""
+    return answer.accepted(), promote_status(answer)

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from forkhorse.domain.model import Promotion, Refusal, Review
+from forkhorse.domain.model import Promotion, Refusal, RefusalKind, Review
 from forkhorse.responses import ErrorBody, Promoted, PromotionPending
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound, ServiceError, refused_with
@@ -38,16 +38,21 @@ from forkhorse.service.views import done_promotion, pending_promotion
 
 @dataclass(frozen=True)
 class PromoteAnswer:
-    """200 with the promotion, 202 while its workflow runs, or the workflow's refusal."""
+    """The promotion (done, or pending while its workflow runs), or the workflow's refusal
+    (`refused` says its kind)."""
 
-    status: int
     body: Promoted | PromotionPending | ErrorBody
+    refused: RefusalKind | None = None
 
-    def accepted(self) -> tuple[Promoted | PromotionPending, int]:
-        """The promotion and its status (200 or 202); a refusal is raised instead."""
+    @property
+    def pending(self) -> bool:
+        return isinstance(self.body, PromotionPending)
+
+    def accepted(self) -> Promoted | PromotionPending:
+        """The promotion, done or pending; a refusal is raised instead."""
         if isinstance(self.body, ErrorBody):
-            raise refused_with(self.status, self.body)
-        return self.body, self.status
+            raise refused_with(self.refused or "conflict", self.body)
+        return self.body
 
 
 class Promotions:
@@ -87,7 +92,7 @@ class Promotions:
             # The request may have landed (its reply was lost) with no job to run it: fail
             # it now rather than read as pending, and fence the review, until its deadline.
             rules.settle(
-                self._c, queued, "failed", refusal=Refusal(status=409, error=PROMOTE_FAILED)
+                self._c, queued, "failed", refusal=Refusal(kind="conflict", error=PROMOTE_FAILED)
             )
             raise
         if not requested:
@@ -112,24 +117,24 @@ class Promotions:
         while True:
             current = self._c.store.get_promotion(promotion.project_id, promotion.id)
             answer = self._answer(current or promotion)
-            if answer.status != 202 or time.monotonic() >= deadline:
+            if not answer.pending or time.monotonic() >= deadline:
                 return answer
             time.sleep(self._c.settings.promote_poll_seconds)
 
     def _answer(self, promotion: Promotion) -> PromoteAnswer:
         if promotion.job_is_live(self._c.clock.now()):
-            return PromoteAnswer(202, PromotionPending(promotion=pending_promotion(promotion)))
+            return PromoteAnswer(PromotionPending(promotion=pending_promotion(promotion)))
         if promotion.state == "done":
             entry = self._c.store.ledger_entry(promotion.project_id, promotion.id)
             assert entry is not None, "a done promotion wrote its entry in the same transaction"
-            return PromoteAnswer(200, Promoted(promotion=done_promotion(promotion, entry)))
+            return PromoteAnswer(Promoted(promotion=done_promotion(promotion, entry)))
         if promotion.state == "failed":
-            refusal = promotion.refusal or Refusal(status=409, error=PROMOTE_FAILED)
+            refusal = promotion.refusal or Refusal(kind="conflict", error=PROMOTE_FAILED)
             error = ServiceError(refusal.error, reasons=_list(refusal.reasons))
-            return PromoteAnswer(refusal.status, error.body())
+            return PromoteAnswer(error.body(), refused=refusal.kind)
         # A job that died: nothing was written before `writing`; after it, who knows.
         stopped = promotion.state in ("queued", "pending")
-        return PromoteAnswer(409, ErrorBody(error=JOB_STOPPED if stopped else UNCERTAIN))
+        return PromoteAnswer(ErrorBody(error=JOB_STOPPED if stopped else UNCERTAIN), "conflict")
 
     # --- checks both modes apply -------------------------------------------------------
     def preconditions(self, review: Review, commit: str) -> None:

@@ -44,12 +44,12 @@ ALREADY_RUNNING = "A promote of this review is already running."
 NO_PROMOTION = "This review has no promotion."
 JOB_STOPPED = "The promote job stopped before it finished; nothing was written. Promote again."
 NOT_LANDED = "The promotion's canonical write did not land; nothing was written."
-STOPPED = Refusal(status=409, error=JOB_STOPPED)
+STOPPED = Refusal(kind="conflict", error=JOB_STOPPED)
 
 
 def refusal_of(error: ServiceError) -> Refusal:
     reasons = None if error.reasons is None else tuple(error.reasons)
-    return Refusal(status=error.status, error=error.message, reasons=reasons)
+    return Refusal(kind=error.kind, error=error.message, reasons=reasons)
 
 
 def mode_of(project: Project) -> PromotionMode:
@@ -111,7 +111,7 @@ def settle_by_head(context: Context, promotion: Promotion) -> None:
     if context.repos(promotion.project_id).head() == promotion.commit:
         settle(context, promotion, "done", ledger_entry(context, promotion))
     else:
-        settle(context, promotion, "failed", refusal=Refusal(status=409, error=NOT_LANDED))
+        settle(context, promotion, "failed", refusal=Refusal(kind="conflict", error=NOT_LANDED))
 
 
 def reconcile(context: Context, project_id: str, keep: str | None = None) -> None:

@@ -7,7 +7,7 @@ functions run behind Step Functions (one Lambda each) and in the local superviso
 (`runner/local/promote.py`), which journals each step's output. A step's output is its input
 plus what it adds, so any later step has what it needs.
 
-Refusals raise `PromoteRefused`, whose message is the refusal's JSON (status, error,
+Refusals raise `PromoteRefused`, whose message is the refusal's JSON (kind, error,
 reasons): the Catch hands it to `promote_settle` as `Cause`, which stores it as the
 promotion's answer. A busy lease raises `LeaseBusy`, which the workflow retries with backoff.
 `ERRORS` names both, for the state machine's `Retry` and `Catch`.
@@ -305,7 +305,8 @@ def _outcome(promotion: Promotion) -> str:
 def _write(deps: PromoteDeps, promotion: Promotion, token: int) -> None:
     project_id = promotion.project_id
     if not deps.store.check_fence(project_id, token, deps.clock.now()):
-        rules.settle(deps, promotion, "failed", refusal=Refusal(status=409, error=rules.LEASE_LOST))
+        lost = Refusal(kind="conflict", error=rules.LEASE_LOST)
+        rules.settle(deps, promotion, "failed", refusal=lost)
         return
     repos = deps.repos(project_id)
     if repos.head() == promotion.commit:
@@ -321,7 +322,7 @@ def _write(deps: PromoteDeps, promotion: Promotion, token: int) -> None:
         rules.settle(deps, promotion, "uncertain")
         return
     if not moved:
-        refusal = Refusal(status=409, error=rules.CANONICAL_MOVED)
+        refusal = Refusal(kind="conflict", error=rules.CANONICAL_MOVED)
         rules.settle(deps, promotion, "failed", refusal=refusal)
     elif not rules.settle(deps, promotion, "done", rules.ledger_entry(deps, promotion)):
         log.error("promotion %s landed but did not settle; it stays open", promotion.id)
@@ -334,19 +335,19 @@ def refusal_from_error(error: dict[str, str] | None) -> Refusal:
     """The refusal a caught error carries (`PromoteRefused`'s JSON, or Lambda's wrapping
     of it in `errorMessage`); anything else is the generic failure."""
     if error is None:
-        return Refusal(status=409, error=rules.PROMOTE_FAILED)
+        return Refusal(kind="conflict", error=rules.PROMOTE_FAILED)
     name, cause = error.get("Error"), error.get("Cause", "")
     if name == LEASE_BUSY_ERROR:
-        return Refusal(status=409, error=rules.LEASE_BUSY)
+        return Refusal(kind="conflict", error=rules.LEASE_BUSY)
     if name != REFUSED_ERROR:
-        return Refusal(status=409, error=rules.PROMOTE_FAILED)
+        return Refusal(kind="conflict", error=rules.PROMOTE_FAILED)
     try:
         message = json.loads(cause)
         if isinstance(message, dict) and "errorMessage" in message:
             message = json.loads(message["errorMessage"])
         return Refusal.model_validate(message)
     except (ValueError, TypeError, ValidationError):
-        return Refusal(status=409, error=rules.PROMOTE_FAILED)
+        return Refusal(kind="conflict", error=rules.PROMOTE_FAILED)
 
 
 def error_of(exception: BaseException) -> dict[str, str]:
