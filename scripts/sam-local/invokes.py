@@ -11,9 +11,9 @@ from typing import Any
 import boto3
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.domain.model import Principal
-from forkhorse.service.promote.steps import REFUSED_ERROR
 from forkhorse.service.identity import token_hash
 from forkhorse.service.promote.rules import LEASE_LOST, NO_PROMOTION
+from forkhorse.service.promote.steps import REFUSED_ERROR
 from sam import Sam
 
 ROOT = Path(__file__).resolve().parents[2]

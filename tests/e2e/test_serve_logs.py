@@ -54,7 +54,7 @@ def test_a_request_prints_one_access_line_without_its_token(tmp_path: Path) -> N
 
 
 def test_the_json_log_rotates_at_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert (LOCAL_LOG.file_bytes, LOCAL_LOG.backups) == (10 * MIB, 5)  # the README's bound
+    assert (LOCAL_LOG.file_bytes, LOCAL_LOG.backups) == (10 * MIB, 5)  # docs/security.md's bound
     small = LocalLogLimits(file_bytes=4 * KIB, backups=2)
     monkeypatch.setattr(observability, "LOCAL_LOG", small)
     package = logging.getLogger(observability.SERVICE)

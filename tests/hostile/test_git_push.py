@@ -264,7 +264,6 @@ class Lanes:
         git("clone", "-q", server.remote("agent-b-token", "fb"), str(self.b_work), cwd=tmp_path)
         self.b_head = server.store.head("fb")
         self.b_tree = git("rev-parse", "HEAD^{tree}", cwd=self.b_work)
-        self.b_app = git("rev-parse", "HEAD:src/app.py", cwd=self.b_work)
 
     def refs(self) -> dict[str | None, dict[str, str]]:
         return {fork: self.server.store.refs(fork) for fork in (None, "fa", "fb")}

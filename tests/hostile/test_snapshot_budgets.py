@@ -42,7 +42,6 @@ from tests.support.runner import World
 PROJECT = "proj"
 WIDTH = 300
 RSS_CEILING = 64 * MIB
-BLOCK = 4096  # one written byte takes one filesystem block
 # The run an export is for: only its generation names the checkout directory.
 EXECUTION = RunRef(
     project_id=PROJECT,

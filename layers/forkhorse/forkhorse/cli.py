@@ -38,8 +38,8 @@ CLIENT_COMMANDS = ("forkhorse.client.cli",)
 
 
 class ClientParser(argparse.ArgumentParser):
-    """A client command's parser: a usage error exits 3, as the README's exit codes say
-    (argparse's own is 2, the client's code for an infrastructure error)."""
+    """A client command's parser: a usage error exits 3, as the exit codes in
+    docs/api-and-clients.md say (argparse's own is 2, the client's infrastructure error)."""
 
     def error(self, message: str) -> typing.NoReturn:
         self.print_usage(sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -13,7 +14,9 @@ import pytest
 from forkhorse.adapters.git import s3 as s3_module
 from forkhorse.adapters.git.store import DulwichGitStore, InvalidRefUpdate, RepoNotFound
 from forkhorse.domain.git_access import CanonicalWriteCapability, mint_canonical_write_capability
+from forkhorse.domain.run import RunRef
 from forkhorse.domain.snapshot import SnapshotBudget, SnapshotUnavailable
+from forkhorse.runner.workflow.steps import published_archive
 from forkhorse.service.ancestry import GenerationAncestry
 
 from tests.support.gitserve import (
@@ -235,6 +238,24 @@ def test_the_archive_holds_the_exact_tree(
     tree = {name: data for name, data in contents.items() if not name.startswith(".git/")}
     assert tree == {"file.txt": b"version 2\n", "side.txt": b"side 0\n"}
     assert contents[".git/HEAD"] == f"{commits[3]}\n".encode()  # the exact commit, detached
+
+
+def test_a_full_checks_archive_is_published_from_the_runs_project(
+    host: Any, seeded: tuple[DulwichGitStore, list[str]]
+) -> None:
+    """Fargate's checkout source finds the store by the run, not by the snapshot (which
+    names no project: it once read one by getattr and could only raise)."""
+    store, commits = seeded
+    run = RunRef(
+        project_id=PROJECT,
+        review_id="review-1",
+        generation="generation-1",
+        trigger="review-created",
+        commit=commits[3],
+    )
+    snapshot = store.open_snapshot(commits[3])
+    link = published_archive(host)(run, snapshot, time.monotonic() + 60)
+    assert link.tree == snapshot.tree
 
 
 def test_an_s3_archive_is_reused_only_while_young(

@@ -7,14 +7,13 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from forkhorse.domain.run import RunRef
 from forkhorse.ports.orchestrator import INTERRUPTED, ExecutionLink, Workflow
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
-    from mypy_boto3_stepfunctions.literals import ExecutionStatusType
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +117,7 @@ class StepFunctionsOrchestrator:
         for status in INTERRUPTED:
             listed = self._client.list_executions(
                 stateMachineArn=machine,
-                statusFilter=cast("ExecutionStatusType", status),
+                statusFilter=status,
                 maxResults=SWEEP_PAGE,
             )
             for execution in listed["executions"]:

@@ -1,4 +1,5 @@
-"""The client commands' exit codes (README, "For agents: the CLI and the MCP server").
+"""The client commands' exit codes (docs/api-and-clients.md, "For agents: the CLI and the
+MCP server").
 
 A module of constants only: parsing a client command (git's credential helper runs one on
 every git call) imports this, never httpx, pydantic or the service's models.

@@ -1,5 +1,5 @@
 // Signed evidence in the console: "signed" with the key id beside the digest, and the DSSE
-// envelope to download for `forkhorse verify` (or openssl; see the README).
+// envelope to download for `forkhorse verify` (or openssl; see docs/signed-evidence.md).
 import { badge, h, shortSha } from './dom.js';
 import { ApiError, get } from './api.js';
 

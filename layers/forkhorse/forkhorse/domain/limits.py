@@ -1,7 +1,7 @@
 """Every bound on what an agent can make Forkhorse spend, in one place.
 
-Adapters and services import their limits from here; the README's security section lists
-the same table. A limit that ends a check names itself in the check's `message`.
+Adapters and services import their limits from here; docs/security.md lists the same
+table. A limit that ends a check names itself in the check's `message`.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class StopLimits:
     # by its own 10 s deadline). Then every container and workspace of the home is swept.
     drain_seconds: float = 15.0
     # From the signal to the exit, requests in flight (5 s) and the sweep included: what the
-    # README promises. Past it the process exits anyway; the next start sweeps, as after a crash.
+    # docs promise. Past it the process exits anyway; the next start sweeps, as after a crash.
     stop_seconds: float = 30.0
 
 

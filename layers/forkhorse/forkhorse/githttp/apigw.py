@@ -15,7 +15,8 @@ from typing import Any
 from forkhorse.domain.limits import GIT
 from forkhorse.githttp.wire import git_error
 
-# The request-size limit documented in the README: a larger push must be split.
+# The request-size limit in docs/api-and-clients.md (git over HTTP): a larger push must be
+# split.
 MAX_REQUEST_BYTES = GIT.lambda_request_bytes
 MAX_RESPONSE_BYTES = GIT.lambda_request_bytes
 

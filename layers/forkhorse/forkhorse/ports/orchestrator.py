@@ -39,7 +39,8 @@ class Orchestrator(Protocol):
 
 
 # The statuses of an execution that ended without its last state (Catch or Settle).
-INTERRUPTED: tuple[str, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
+InterruptedStatus = Literal["FAILED", "TIMED_OUT", "ABORTED"]
+INTERRUPTED: tuple[InterruptedStatus, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
 
 Workflow = Literal["receipt", "promote"]
 

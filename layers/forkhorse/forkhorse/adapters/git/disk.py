@@ -312,10 +312,6 @@ class DiskGitStore(DulwichGitStore):
                 StorageLedger(self.repo_path(fork)).settle(kept, cutoff, done.unreached)
         return done.collection
 
-    def storage_used(self, fork: str) -> int:
-        """The bytes the fork is charged now (`quota.py`)."""
-        return StorageLedger(self.repo_path(fork)).usage()
-
     def _fork_quota(self, fork: str) -> ForkQuota:
         return ForkQuota(
             lambda: len(self.refs(fork)),
