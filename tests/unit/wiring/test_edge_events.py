@@ -43,6 +43,17 @@ def test_a_malformed_push_event_is_ignored(
     assert "ignored" in caplog.text
 
 
+def test_a_deleted_or_created_ref_is_a_push_with_no_new_or_old_commit() -> None:
+    """git's HTTP edge publishes a deletion with `new` null and a creation with `old` null."""
+    event = _sample("push.json")
+    deleted = push_detail(event | {"detail": event["detail"] | {"new": None}})
+    created = push_detail(event | {"detail": event["detail"] | {"old": None}})
+    assert deleted is not None
+    assert deleted.new is None
+    assert created is not None
+    assert created.old is None
+
+
 def test_a_status_change_is_typed_and_the_sweep_is_not_one() -> None:
     ended = execution_ended(_sample("sfn_status_change.json"))
     assert ended is not None

@@ -20,8 +20,8 @@ class PushDetail(BaseModel):
     project: str
     fork: str
     ref: str
-    old: str | None = None
-    new: str
+    old: str | None = None  # None: the push created the ref
+    new: str | None = None  # None: the push deleted it
     pusher: str | None = None
     at: str | None = None
 

@@ -160,12 +160,13 @@ class Reviews:
     def on_push(self, push: PushDetail) -> list[str]:
         """A push to a fork moves each review that follows it to the new head; returns
         the moved review ids. Only while the agent's claim on the packet is live."""
-        if push.ref != DEFAULT_BRANCH:
+        new = push.new
+        if push.ref != DEFAULT_BRANCH or new is None:
             return []
         moved = []
         for review in self._c.store.list_reviews(push.project):
             follows = review.fork_id == push.fork and review.follow_pushes
-            if follows and review.commit != push.new and self._follow(review, push.new):
+            if follows and review.commit != new and self._follow(review, new):
                 moved.append(review.id)
         return moved
 
