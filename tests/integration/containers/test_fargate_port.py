@@ -57,11 +57,14 @@ class Aws:
     task_definition: str
 
 
-def task_definition(check_image: str = CHECK_IMAGE, init_image: str = INIT_IMAGE) -> dict[str, Any]:
+def task_definition(
+    check_image: str = CHECK_IMAGE, init_image: str = INIT_IMAGE, cpu_architecture: str = "X86_64"
+) -> dict[str, Any]:
     """The shape template.yaml declares: a trusted init container, then the check container."""
     volume = {"sourceVolume": "workspace", "containerPath": "/workspace"}
     return {
         "family": "forkhorse-check",
+        "runtimePlatform": {"cpuArchitecture": cpu_architecture, "operatingSystemFamily": "LINUX"},
         "networkMode": "awsvpc",
         "requiresCompatibilities": ["FARGATE"],
         "cpu": "1024",
@@ -511,7 +514,80 @@ def test_settings_come_from_the_function_environment() -> None:
         }
     )
     assert loaded.subnets == ("subnet-a", "subnet-b")
-    assert loaded.images["default"] == FargateImage(CHECK_IMAGE, "td")
+    assert loaded.images["default"] == FargateImage(CHECK_IMAGE, "td")  # x86_64 when unsaid
+
+
+# --- CPU architecture --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("architectures", "expected"),
+    [
+        ("arm64,x86_64", FargateImage(CHECK_IMAGE, "td", "td-arm")),
+        ("x86_64", FargateImage(CHECK_IMAGE, "td")),
+        ("arm64", FargateImage(CHECK_IMAGE, None, "td-arm")),
+    ],
+)
+def test_an_image_declares_its_architectures(architectures: str, expected: FargateImage) -> None:
+    entry = {"reference": CHECK_IMAGE, "architectures": architectures}
+    entry |= {"taskDefinition": "td", "arm64TaskDefinition": "td-arm"}
+    assert FargateImage.from_entry(entry) == expected
+
+
+def test_an_image_with_an_unknown_or_no_architecture_is_refused() -> None:
+    with pytest.raises(ValueError, match="riscv64"):
+        FargateImage.from_entry({"reference": CHECK_IMAGE, "architectures": "riscv64"})
+    with pytest.raises(ValueError, match="no task definition"):
+        FargateImage(CHECK_IMAGE, None)
+
+
+@pytest.fixture
+def arm64_task_definition(aws: Aws) -> str:
+    registered = aws.ecs.register_task_definition(**task_definition(cpu_architecture="ARM64"))
+    arn: str = registered["taskDefinition"]["taskDefinitionArn"]
+    return arn
+
+
+@pytest.mark.parametrize(
+    ("variants", "cpu_architecture"),
+    [(("x86_64", "arm64"), "ARM64"), (("x86_64",), "X86_64"), (("arm64",), "ARM64")],
+)
+def test_a_check_runs_on_arm64_when_the_image_has_that_variant(
+    aws: Aws,
+    arm64_task_definition: str,
+    link: ArchiveLink,
+    variants: tuple[str, ...],
+    cpu_architecture: str,
+) -> None:
+    image = FargateImage(
+        CHECK_IMAGE,
+        aws.task_definition if "x86_64" in variants else None,
+        arm64_task_definition if "arm64" in variants else None,
+    )
+    port = FargateContainerPort(
+        settings(aws, default=image), aws.ecs, aws.logs, sleep=lambda _: None
+    )
+    assert port.preflight("default") == CHECK_IMAGE
+    handle = port.start(spec(link))
+    [task] = aws.ecs.describe_tasks(cluster=CLUSTER, tasks=[handle.container_id])["tasks"]
+    ran = aws.ecs.describe_task_definition(taskDefinition=task["taskDefinitionArn"])
+    assert ran["taskDefinition"]["runtimePlatform"]["cpuArchitecture"] == cpu_architecture
+    port.destroy(handle)
+
+
+def test_preflight_checks_the_task_definition_that_will_run(aws: Aws) -> None:
+    """The ARM64 definition runs, so a drifted digest there is refused even when the X86_64
+    one is right."""
+    drifted = CHECK_IMAGE.replace("c" * 64, "d" * 64)
+    registered = aws.ecs.register_task_definition(
+        **task_definition(drifted, cpu_architecture="ARM64")
+    )
+    image = FargateImage(
+        CHECK_IMAGE, aws.task_definition, registered["taskDefinition"]["taskDefinitionArn"]
+    )
+    port = FargateContainerPort(settings(aws, default=image), aws.ecs, aws.logs)
+    with pytest.raises(ImageUnresolved):
+        port.preflight("default")
 
 
 # --- throttled launches ----------------------------------------------------------------

@@ -81,12 +81,45 @@ def _capacity_short(failure: Mapping[str, Any]) -> bool:
     return str(failure.get("reason", "")).startswith(_CAPACITY_REASONS)
 
 
+# FORKHORSE_IMAGES's architectures, each with the key of the task definition for it.
+_TASK_DEFINITION_KEYS = {"x86_64": "taskDefinition", "arm64": "arm64TaskDefinition"}
+
+
 @dataclass(frozen=True)
 class FargateImage:
-    """A deployment image: its pinned reference and the task definition that runs it."""
+    """A deployment image: its pinned reference and a task definition (template.yaml: the
+    same task on another CPU architecture) for each architecture the image has a variant for.
+    """
 
     reference: str
-    task_definition: str
+    x86_64_task_definition: str | None
+    arm64_task_definition: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.x86_64_task_definition is None and self.arm64_task_definition is None:
+            raise ValueError(f"{self.reference} has no task definition for any architecture")
+
+    @property
+    def task_definition(self) -> str:
+        """ARM64's when the image has that variant (Graviton: about 20% less per vCPU-hour
+        for the same task), X86_64's otherwise."""
+        chosen = self.arm64_task_definition or self.x86_64_task_definition
+        assert chosen is not None  # __post_init__
+        return chosen
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, str]) -> FargateImage:
+        """One FORKHORSE_IMAGES entry: `architectures` ("arm64,x86_64"; x86_64 when absent)
+        says which of its task definitions apply."""
+        architectures = set(entry.get("architectures", "x86_64").split(","))
+        if unknown := architectures - set(_TASK_DEFINITION_KEYS):
+            raise ValueError(f"unknown image architectures: {sorted(unknown)}")
+
+        def variant(architecture: str) -> str | None:
+            key = _TASK_DEFINITION_KEYS[architecture]
+            return entry[key] if architecture in architectures else None
+
+        return cls(entry["reference"], variant("x86_64"), variant("arm64"))
 
 
 @dataclass(frozen=True)
@@ -104,9 +137,10 @@ class FargateSettings:
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> FargateSettings:
         """The template's function environment; `FORKHORSE_IMAGES` is JSON:
-        `{"default": {"reference": "...@sha256:...", "taskDefinition": "arn:..."}}`."""
+        `{"default": {"reference": "...@sha256:...", "architectures": "arm64,x86_64",
+        "taskDefinition": "arn:...", "arm64TaskDefinition": "arn:..."}}`."""
         images = {
-            name: FargateImage(entry["reference"], entry["taskDefinition"])
+            name: FargateImage.from_entry(entry)
             for name, entry in json.loads(env["FORKHORSE_IMAGES"]).items()
         }
         return cls(
