@@ -1,6 +1,7 @@
-"""ReceiptRun step `full_start` (see forkhorse.runner.workflow.steps.full_start)."""
+"""ReceiptRun's FullStart: starts the check's task and holds the state's task token (see
+forkhorse.runner.workflow.callbacks.full_launch)."""
 
-from forkhorse.runner.workflow import steps
-from forkhorse.wiring.handlers import trusted_step
+from forkhorse.runner.workflow import callbacks
+from forkhorse.wiring.handlers import callback_step
 
-handler = trusted_step(steps.full_start)
+handler = callback_step(callbacks.full_launch)

@@ -22,10 +22,13 @@ import boto3
 import pytest
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.dynamodb import DynamoDbStore
+from forkhorse.adapters.dynamodb.waits import DynamoDbFullWaits
+from forkhorse.adapters.step_functions import StepFunctionsCallbacks
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.domain.model import Promotion
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.ports.git import DEFAULT_BRANCH
+from forkhorse.runner.workflow.callbacks import CallbackDeps
 from forkhorse.runner.workflow.steps import FULL_POLL_SECONDS
 from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
@@ -45,6 +48,7 @@ from tests.support.step_functions import (
     ACCOUNT,
     FUNCTIONS,
     REGION,
+    TaskStateChanges,
     load_handler,
     receipt_run_definition,
 )
@@ -110,6 +114,8 @@ class AwsWorld:
     # Step directory -> called after that step's handler returns; it may raise `Crash`.
     after: dict[str, Any] = field(default_factory=dict)
     invoked: list[str] = field(default_factory=list)
+    # Reports each full check's end to FullStopped (EventBridge's stand-in).
+    task_changes: TaskStateChanges | None = None
 
     def service(self) -> Service:
         """A fresh service, wired exactly as the handlers wire theirs."""
@@ -356,7 +362,14 @@ def aws_world(
         world = AwsWorld(runtime, store, clock, project_id="", promote_machine=promote)
         # Each promote step gets a fresh service: no state survives between invokes.
         monkeypatch.setattr(providers, "promote", lambda: world.service().context)
-        dispatch = lambda_dispatch(all_handlers(), world.after, world.invoked)
+        waits = DynamoDbFullWaits(dynamodb, table)
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        callbacks = CallbackDeps(deps, waits, StepFunctionsCallbacks(sfn))
+        monkeypatch.setattr(providers, "callbacks", lambda: callbacks)
+        handlers = all_handlers()
+        world.task_changes = TaskStateChanges(lambda: providers.callbacks(), world.invoked)
+        handlers["run_full_start"] = world.task_changes.wrap(handlers["run_full_start"])
+        dispatch = lambda_dispatch(handlers, world.after, world.invoked)
         monkeypatch.setattr(LambdaSimpleBackend, "invoke", dispatch)
         monkeypatch.setattr(StateTaskServiceSfn, "_normalise_parameters", _boto_parameters)
         monkeypatch.setattr(StateTaskServiceSfn, "_normalise_response", _aws_response)

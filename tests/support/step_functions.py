@@ -4,10 +4,17 @@ Lambda ARNs substituted, and the real step handlers that serve them."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from forkhorse.ports.containers import ContainerHandle
+
+from tests.support.lambda_context import FakeLambdaContext
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"
@@ -19,7 +26,7 @@ FUNCTIONS = {
     "QuickCheckJsFunctionArn": "quick_check",  # the same handler, in the image with node
     "QuickRecordFunctionArn": "run_quick_record",
     "FullStartFunctionArn": "run_full_start",
-    "FullPollFunctionArn": "run_full_poll",
+    "FullOvertimeFunctionArn": "run_full_overtime",
     "FinalizeFunctionArn": "run_finalize",
 }
 
@@ -46,3 +53,59 @@ def receipt_run_definition() -> str:
         )
     assert "${" not in text, "every DefinitionSubstitution must be covered"
     return text
+
+
+STOPPED_FUNCTION = "run_full_stopped"
+STOPPED_SAMPLE = ROOT / "events" / "full_stopped.json"
+
+
+class TaskStateChanges:
+    """The stand-in for EventBridge's rule on ECS task state changes, which moto does not
+    run: once FullStart holds a check's token, a thread waits for that check's container to
+    end and invokes the real FullStopped handler with the event ECS would send (the sample,
+    with this task's ARN and execution). Each invoke is counted in `invoked`."""
+
+    def __init__(self, deps: Callable[[], Any], invoked: list[str] | None = None) -> None:
+        self._deps = deps
+        self._stopped = load_handler(STOPPED_FUNCTION)
+        self._invoked = invoked if invoked is not None else []
+        self.threads: list[threading.Thread] = []
+        # Called once a container ended, before FullStopped is invoked.
+        self.before_report: Callable[[], None] = lambda: None
+
+    def wrap(self, full_start: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        """FullStart's handler, followed by the watch on the container it started."""
+
+        def launched(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            answer = full_start(event, context)
+            self._watch(event["run"]["generation"], event["check"]["name"])
+            return answer
+
+        return launched
+
+    def _watch(self, generation: str, check: str) -> None:
+        held = self._deps().waits.peek(generation, check)
+        if held is None:
+            return  # answered at once: no container runs
+        handle = json.loads(held.progress)["handle"]
+        thread = threading.Thread(target=self._report_end, args=(handle,), daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _report_end(self, handle: dict[str, Any]) -> None:
+        containers = self._deps().runner.containers
+        ended = ContainerHandle.model_validate(handle)
+        give_up = ended.deadline + STAND_IN_GRACE_SECONDS
+        while not containers.wait(ended, 0.2):
+            if time.time() > give_up:
+                return  # never reported: the state's timeout and FullOvertime take over
+        self.before_report()
+        event = json.loads(STOPPED_SAMPLE.read_text())
+        event["resources"] = [ended.container_id]
+        event["detail"] |= {"taskArn": ended.container_id, "startedBy": ended.execution}
+        self._invoked.append(STOPPED_FUNCTION)
+        self._stopped(event, FakeLambdaContext())
+
+
+# The stand-in stops watching a container this long after its deadline.
+STAND_IN_GRACE_SECONDS = 30.0

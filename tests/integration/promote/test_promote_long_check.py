@@ -1,9 +1,10 @@
 """A promote whose full check outlasts Lambda's 900 s ceiling, in simulated time, on the moto
 path: the real PromoteRun and ReceiptRun machines, a real busybox container under podman.
 
-Simulated time lives in one place: moto's Wait state. Each Wait moves the shared clock (the
-service's and the runner's) forward by the seconds the ASL asks for and then lets a short
-real tick pass, so the container makes progress; no step Lambda moves the clock. The
+Simulated time lives in one place: the end of the check's task. ReceiptRun's FullStart state
+waits for its task token, and the stand-in for ECS's task state change moves the shared
+clock (the service's and the runner's) forward by TASK_SECONDS before it reports the real
+container's end to FullStopped; no Wait state runs and no step Lambda moves the clock. The
 evidence is the real container's, so the required gate judges it as it would any run."""
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from tests.support.promote import AwsWorld, ShiftClock
 
 LAMBDA_CEILING_SECONDS = 900
-# Ten simulated minutes between polls: two polls already outlast Lambda's ceiling.
-POLL_SECONDS = 600
-# Real seconds each Wait takes, so the three-second container spans at least two polls.
+# The task's simulated life: past Lambda's ceiling, within the check's declared timeout.
+TASK_SECONDS = 1200
+# Real seconds a Wait state would take (none should run).
 REAL_TICK_SECONDS = 1.0
 # Within the declared timeout (and so within the lease) however many polls the run takes.
 LONG_CHECK: dict[str, str | bytes] = {
@@ -53,6 +54,11 @@ class SimulatedTime:
     clock: ShiftClock
     waits: list[int] = field(default_factory=list)
     steps: list[tuple[str, timedelta]] = field(default_factory=list)
+    tasks: list[int] = field(default_factory=list)
+
+    def task_ran(self) -> None:
+        self.clock.offset += timedelta(seconds=TASK_SECONDS)
+        self.tasks.append(TASK_SECONDS)
 
     def wait(self) -> Callable[[WaitFunction, Environment, int], None]:
         def simulated_wait(function: WaitFunction, env: Environment, wait_seconds: int) -> None:
@@ -74,13 +80,17 @@ class SimulatedTime:
 
 
 def _simulate(world: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> SimulatedTime:
-    """From now on Wait states carry simulated time; the runner shares the service's clock
-    and polls every POLL_SECONDS."""
+    """From now on a full check's task ends TASK_SECONDS of simulated time after it starts,
+    and the runner shares the service's clock; a Wait state, if any ran, is recorded."""
     simulated = SimulatedTime(world.clock)
     monkeypatch.setattr(WaitFunction, "_wait_interval", simulated.wait())
     monkeypatch.setattr(LambdaSimpleBackend, "invoke", simulated.timed(LambdaSimpleBackend.invoke))
-    runner = dataclasses.replace(providers.runner(), clock=world.clock, poll_seconds=POLL_SECONDS)
+    runner = dataclasses.replace(providers.runner(), clock=world.clock)
     monkeypatch.setattr(providers, "runner", lambda: runner)
+    callbacks = dataclasses.replace(providers.callbacks(), runner=runner)
+    monkeypatch.setattr(providers, "callbacks", lambda: callbacks)
+    assert world.task_changes is not None
+    world.task_changes.before_report = simulated.task_ran
     return simulated
 
 
@@ -120,11 +130,13 @@ def test_a_check_longer_than_lambdas_ceiling_is_promoted(
     )
     assert summary.duration_ms is not None
     assert summary.duration_ms > LAMBDA_CEILING_SECONDS * 1000
-    assert sum(simulated.waits) > LAMBDA_CEILING_SECONDS
 
-    # All of that time passed in Wait states, one per poll; no step Lambda blocked.
-    polls = [name for name, _ in simulated.steps if name == "run_full_poll"]
-    assert simulated.waits == [POLL_SECONDS] * len(polls)
+    # All of that time passed while FullStart's state waited for its token: no Wait state,
+    # no poll, and no step Lambda blocked; FullStopped answered each FullStart once.
+    assert simulated.tasks == [TASK_SECONDS]
+    assert simulated.waits == []
+    starts = aws_world.invoked.count("run_full_start")
+    assert aws_world.invoked.count("run_full_stopped") == starts
     assert [(name, spent) for name, spent in simulated.steps if spent] == []
     promote_steps = [name for name, _ in simulated.steps if name.startswith("promote_")]
     assert promote_steps == [

@@ -12,13 +12,17 @@ from typing import Any
 
 import boto3
 import pytest
+from forkhorse.adapters.dynamodb.waits import DynamoDbFullWaits
+from forkhorse.adapters.step_functions import StepFunctionsCallbacks
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.domain.run import RunRef
+from forkhorse.runner.workflow.callbacks import CallbackDeps
 from forkhorse.runner.workflow.steps import FULL_POLL_SECONDS
 from forkhorse.wiring.handlers import providers
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from tests.integration.runner.scenarios import SCENARIOS, Scenario
+from tests.support.aws import create_table_from_template
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.runner import World
@@ -26,6 +30,7 @@ from tests.support.step_functions import (
     ACCOUNT,
     FUNCTIONS,
     REGION,
+    TaskStateChanges,
     load_handler,
     receipt_run_definition,
 )
@@ -38,6 +43,8 @@ def step_functions(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[[RunRef], dict[str, Any]]]:
     handlers = {function: load_handler(function) for function in FUNCTIONS.values()}
+    changes = TaskStateChanges(lambda: providers.callbacks())
+    handlers["run_full_start"] = changes.wrap(handlers["run_full_start"])
 
     def invoke(self: object, function_name: str, qualifier: object, body: Any, *_: object) -> bytes:
         handler = handlers[function_name.rsplit(":", 1)[-1]]
@@ -53,6 +60,10 @@ def step_functions(
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
     with atomic_mock_aws(monkeypatch, config):
         client = boto3.client("stepfunctions", region_name=REGION)
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        waits = DynamoDbFullWaits(dynamodb, create_table_from_template(dynamodb))
+        callbacks = CallbackDeps(deps, waits, StepFunctionsCallbacks(client))
+        monkeypatch.setattr(providers, "callbacks", lambda: callbacks)
         machine = client.create_state_machine(
             name="ReceiptRun",
             definition=receipt_run_definition(),

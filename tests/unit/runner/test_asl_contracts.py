@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeAliasType
 
 import pytest
+from forkhorse.domain.receipts import FinalOutcome
 from forkhorse.ports.containers import LaunchThrottled
 from forkhorse.runner.workflow.contracts import (
     ExecutionInput,
@@ -35,6 +36,11 @@ from tests.support.step_functions import FUNCTIONS, load_handler
 
 ROOT = Path(__file__).resolve().parents[3]
 NESTED_EXECUTION = "arn:aws:states:::states:startExecution.sync:2"
+CALLBACK = "arn:aws:states:::lambda:invoke.waitForTaskToken"
+# A state that waits for a task token goes on with the token's answer, not the function's.
+CALLBACK_OUTPUTS: dict[str, type[BaseModel]] = {"FullStartFunctionArn": FullProgress}
+# What an intrinsic function makes.
+INTRINSICS: dict[str, type] = {"States.ArrayContains": bool, "States.MathAdd": int}
 # What the machines start with, and what their Pass states make.
 EXECUTION_INPUTS: dict[str, type[BaseModel]] = {
     "receipt_run": ExecutionInput,
@@ -156,8 +162,10 @@ def _built(walk: Walk, where: str, shape: Shape, parameters: dict[str, Any]) -> 
         if key.endswith(".$"):
             paths = list(_paths_in(value))
             read = [_resolve(walk, where, shape, path) for path in paths]
-            intrinsic = value.startswith("States.")
-            built[key.removesuffix(".$")] = bool if intrinsic else (read[0] if read else None)
+            intrinsic = (
+                INTRINSICS.get(value.split("(", 1)[0]) if value.startswith("States.") else None
+            )
+            built[key.removesuffix(".$")] = intrinsic or (read[0] if read else None)
         elif isinstance(value, dict):
             built[key] = dict
         else:
@@ -236,14 +244,19 @@ def _task(walk: Walk, name: str, state: dict[str, Any], shape: Shape) -> Any:
         given = _built(walk, name, shape, parameters["Input"])
         _check_input(walk, name, EXECUTION_INPUTS["receipt_run"], given)
         return None
-    resource = state["Resource"].removeprefix("${").removesuffix("}")
+    callback = state["Resource"] == CALLBACK
+    function = state["Parameters"]["FunctionName"] if callback else state["Resource"]
+    resource = function.removeprefix("${").removesuffix("}")
     contract = walk.tasks.get(resource)
     if contract is None:
         walk.problems.append(f"{name}: {resource} runs no step with a contract")
         return None
     given = shape
     if "Parameters" in state:
-        given = _built(walk, name, shape, state["Parameters"])
+        parameters = state["Parameters"]
+        given = _built(walk, name, shape, parameters["Payload"] if callback else parameters)
+    if "TimeoutSecondsPath" in state:
+        _resolve(walk, name, shape, state["TimeoutSecondsPath"])
     _check_input(walk, name, contract.takes, given)
     return contract.returns
 
@@ -288,7 +301,7 @@ def _contracts(functions: dict[str, str]) -> dict[str, Contract]:
     for resource, directory in functions.items():
         handler = load_handler(directory)
         assert isinstance(handler, StepHandler)
-        returns = typing.get_type_hints(handler.step)["return"]
+        returns = CALLBACK_OUTPUTS.get(resource) or typing.get_type_hints(handler.step)["return"]
         contracts[resource] = Contract(input_model(handler.step), returns)
     return contracts
 
@@ -333,7 +346,7 @@ RENAMES_IN_THE_MACHINES: dict[str, Rename] = {
     "a map item's key": (
         "receipt_run",
         lambda d: _rename_key(d["States"]["FullChecks"]["ItemSelector"], "check.$", "checks.$"),
-        "FullStart: FullItem needs 'check', which is not passed",
+        "FullStart: $.check reads 'check', which is not in the contract",
     ),
     "a parameter": (
         "receipt_run",
@@ -345,12 +358,23 @@ RENAMES_IN_THE_MACHINES: dict[str, Rename] = {
         "FinalizeInfrastructureError: passes 'infrastructureFailure', which ExecutionState "
         "does not take",
     ),
-    "a wait's seconds": (
+    "a callback's timeout": (
         "receipt_run",
-        lambda d: d["States"]["FullChecks"]["ItemProcessor"]["States"]["FullWait"].update(
-            SecondsPath="$.pollSecond"
+        lambda d: d["States"]["FullChecks"]["ItemProcessor"]["States"]["FullStart"].update(
+            TimeoutSecondsPath="$.waitSecond"
         ),
-        "FullWait: $.pollSecond reads 'pollSecond', which is not in the contract",
+        "FullStart: $.waitSecond reads 'waitSecond', which is not in the contract",
+    ),
+    "a callback's payload": (
+        "receipt_run",
+        lambda d: _rename_key(
+            d["States"]["FullChecks"]["ItemProcessor"]["States"]["FullStart"]["Parameters"][
+                "Payload"
+            ],
+            "taskToken.$",
+            "token.$",
+        ),
+        "FullStart: passes 'token', which FullLaunch does not take",
     ),
     "a nested execution's input": (
         "promote",
@@ -373,8 +397,8 @@ def test_a_field_renamed_in_a_machine_fails(rename: str) -> None:
     assert problem in _walk_edited(machine, edit)
 
 
-class _RenamedPoll(FullProgress):
-    poll_seconds: int | float | None = Field(default=None, alias="pollInterval")
+class _RenamedOutcome(FullProgress):
+    outcome: FinalOutcome | None = Field(default=None, alias="verdict")
 
 
 class _RenamedGate(BaseModel):
@@ -382,10 +406,10 @@ class _RenamedGate(BaseModel):
 
 
 def test_a_field_renamed_in_a_contract_fails() -> None:
-    full_start = Contract(TASKS["FullStartFunctionArn"].takes, _RenamedPoll)
+    full_start = Contract(TASKS["FullStartFunctionArn"].takes, _RenamedOutcome)
     renamed = {**TASKS, "FullStartFunctionArn": full_start}
     problems = walk_machine(_machine("receipt_run"), ExecutionInput, renamed)
-    assert "FullWait: $.pollSeconds reads 'pollSeconds', which is not in the contract" in problems
+    assert "FullFinished: $.outcome reads 'outcome', which is not in the contract" in problems
 
 
 def test_a_pass_result_renamed_in_its_contract_fails() -> None:

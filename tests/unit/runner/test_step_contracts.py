@@ -15,7 +15,7 @@ from forkhorse.domain.run import RunRef
 from forkhorse.runner.workflow.contracts import (
     ExecutionInput,
     Finalized,
-    FullItem,
+    FullLaunch,
     FullProgress,
     InvalidStepInput,
     PreparedAbsent,
@@ -196,15 +196,15 @@ def test_a_nested_execution_input_keeps_step_functions_own_key() -> None:
 def test_a_missing_field_is_named() -> None:
     event = _load(EVENTS / "run_full_start.json")
     del event["check"]["image"]
-    with pytest.raises(InvalidStepInput, match=r"FullItem input: check\.image: Field required"):
-        parse_step_input(FullItem, event)
+    with pytest.raises(InvalidStepInput, match=r"FullLaunch input: check\.image: Field required"):
+        parse_step_input(FullLaunch, event)
 
 
 def test_a_wrong_type_is_named() -> None:
     event = _load(EVENTS / "run_full_start.json")
     event["check"]["timeoutSeconds"] = "600"
     with pytest.raises(InvalidStepInput, match=r"check\.timeoutSeconds: Input should be a valid"):
-        parse_step_input(FullItem, event)
+        parse_step_input(FullLaunch, event)
 
 
 def test_an_unknown_field_is_named() -> None:

@@ -21,6 +21,7 @@ POLL_SECONDS = 1.0
 SUPERSEDED_CAUSE = "A newer execution of this review superseded this one."
 HISTORY_PAGE = 1000
 SWEEP_PAGE = 100
+CAUSE_LIMIT = 32768  # SendTaskFailure's cause, in characters
 RUNNING_PAGE = 1000
 
 
@@ -139,6 +140,33 @@ class StepFunctionsOrchestrator:
             if "nextToken" not in page:
                 return events
             arguments["nextToken"] = page["nextToken"]
+
+
+class StepFunctionsCallbacks:
+    """Answers FullStart's task tokens (SendTaskSuccess and SendTaskFailure)."""
+
+    def __init__(self, client: SFNClient) -> None:
+        self._client = client
+
+    def succeed(self, token: str, output: dict[str, Any]) -> bool:
+        try:
+            self._client.send_task_success(taskToken=token, output=json.dumps(output))
+        except self._gone:
+            return False
+        return True
+
+    def fail(self, token: str, error: str, cause: str) -> bool:
+        try:
+            self._client.send_task_failure(taskToken=token, error=error, cause=cause[:CAUSE_LIMIT])
+        except self._gone:
+            return False
+        return True
+
+    @property
+    def _gone(self) -> tuple[type[Exception], ...]:
+        """The state no longer waits for this token: it timed out, or was answered."""
+        errors = self._client.exceptions
+        return (errors.TaskTimedOut, errors.TaskDoesNotExist, errors.InvalidToken)
 
 
 def _link(execution_arn: str) -> ExecutionLink:

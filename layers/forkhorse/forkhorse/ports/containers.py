@@ -118,6 +118,16 @@ class ContainerHandle(BaseModel):
     deadline: float = Field(description="Wall-clock epoch seconds after which it is killed")
 
 
+class ContainerEnded(BaseModel):
+    """A container's end as its platform reports it (ECS's task state change): the execution
+    it was started for and its id. Unknown keys are ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    execution: str
+    container_id: str
+
+
 class ContainerResult(BaseModel):
     """What one attempt produced. `exit_code` is None when no exit code could be read."""
 

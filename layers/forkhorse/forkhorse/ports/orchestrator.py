@@ -86,3 +86,15 @@ class NamesExecutions(Protocol):
     def run_execution(self, run: RunRef) -> ExecutionLink: ...
 
     def promote_execution(self, project_id: str, promotion_id: str) -> ExecutionLink: ...
+
+
+class TaskCallbacks(Protocol):
+    """Answers a state that waits for a callback (Step Functions' task tokens)."""
+
+    def succeed(self, token: str, output: dict[str, Any]) -> bool:
+        """The waiting state goes on with `output`; False if it no longer waits."""
+        ...
+
+    def fail(self, token: str, error: str, cause: str) -> bool:
+        """The waiting state fails with `error`; False if it no longer waits."""
+        ...

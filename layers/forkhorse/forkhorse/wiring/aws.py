@@ -16,17 +16,19 @@ from forkhorse import console
 from forkhorse.adapters.containers.fargate import FargateContainerPort, FargateSettings
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.dynamodb.attestations import DynamoDbAttestations
+from forkhorse.adapters.dynamodb.waits import DynamoDbFullWaits
 from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.s3 import S3GitHost
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox
 from forkhorse.adapters.signing.kms import KmsSigner
-from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
+from forkhorse.adapters.step_functions import StepFunctionsCallbacks, StepFunctionsOrchestrator
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.authorizer import OwnerPool
 from forkhorse.attest.attestor import Attestor
 from forkhorse.githttp.http import GitHttpApp, RepoLookup, TokenResolver
 from forkhorse.ports.clock import SystemClock
+from forkhorse.runner.workflow.callbacks import CallbackDeps
 from forkhorse.runner.workflow.steps import QuickDeps, RunnerDeps, published_archive
 from forkhorse.service.ancestry import GenerationAncestry, MemoryAncestryMemo
 from forkhorse.service.context import Context
@@ -46,7 +48,6 @@ from forkhorse.wiring.settings import (
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-FARGATE_POLL_SECONDS = 10
 # A queued promotion is presumed dead if its PromoteRun has not taken the lease by then:
 # longer than Acquire's LeaseBusy retries in statemachine/promote.asl.json (a test checks).
 # Once it holds the lease, the lease's expiry (the checks' timeouts plus a margin) is its
@@ -99,9 +100,17 @@ def runner_deps() -> RunnerDeps:
         evidence=_evidence_drop(),
         clock=SystemClock(),
         checkout_source=published_archive(git),
-        poll_seconds=FARGATE_POLL_SECONDS,
         attestor=attestor(),
     )
+
+
+@cache
+def callback_deps() -> CallbackDeps:
+    """FullStart, FullStopped and FullOvertime: the trusted steps, the held task tokens and
+    Step Functions to answer them."""
+    waits = DynamoDbFullWaits(boto3.client("dynamodb"), AwsSettings.from_environ().table_name)
+    callbacks = StepFunctionsCallbacks(boto3.client("stepfunctions"))
+    return CallbackDeps(runner_deps(), waits, callbacks)
 
 
 @cache

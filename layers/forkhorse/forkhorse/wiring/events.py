@@ -7,14 +7,16 @@ import logging
 from typing import Any
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from forkhorse.ports.containers import ContainerEnded
 from forkhorse.ports.events import PUSH_EVENT, PushDetail
 from forkhorse.ports.orchestrator import ExecutionEnded
 
 log = logging.getLogger(__name__)
 
 EXECUTION_STATUS_CHANGE = "Step Functions Execution Status Change"
+TASK_STATE_CHANGE = "ECS Task State Change"
 
 
 class PushEnvelope(EventBridgeModel):
@@ -23,6 +25,20 @@ class PushEnvelope(EventBridgeModel):
 
 class ExecutionChangeEnvelope(EventBridgeModel):
     detail: ExecutionEnded
+
+
+class TaskState(BaseModel):
+    """The part of ECS's task state change FullStopped reads."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    task_arn: str = Field(alias="taskArn")
+    last_status: str = Field(alias="lastStatus")
+    started_by: str | None = Field(default=None, alias="startedBy")
+
+
+class TaskStateEnvelope(EventBridgeModel):
+    detail: TaskState
 
 
 def push_detail(event: dict[str, Any]) -> PushDetail | None:
@@ -43,3 +59,18 @@ def execution_ended(event: dict[str, Any]) -> ExecutionEnded | None:
     if event.get("detail-type") != EXECUTION_STATUS_CHANGE:
         return None
     return ExecutionChangeEnvelope.model_validate(event).detail
+
+
+def container_ended(event: dict[str, Any]) -> ContainerEnded | None:
+    """The check task that stopped; None (logged) for any other task state change."""
+    try:
+        envelope = TaskStateEnvelope.model_validate(event)
+    except ValidationError as invalid:
+        log.warning("ignored a malformed %s event: %s", TASK_STATE_CHANGE, invalid.errors()[:3])
+        return None
+    task = envelope.detail
+    if envelope.detail_type != TASK_STATE_CHANGE or task.last_status != "STOPPED":
+        return None
+    if task.started_by is None:
+        return None  # not started for an execution: never a full check's task
+    return ContainerEnded(execution=task.started_by, container_id=task.task_arn)

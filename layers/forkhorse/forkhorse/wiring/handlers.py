@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from forkhorse.observability import Correlate, lambda_handler, promote_keys, run_keys
 from forkhorse.runner.workflow import steps
+from forkhorse.runner.workflow.callbacks import CallbackDeps
 from forkhorse.runner.workflow.contracts import input_model, parse_step_input, to_wire
 from forkhorse.service.promote.steps import PromoteDeps
 from forkhorse.wiring import aws
@@ -26,6 +27,7 @@ class _Providers:
         self.runner: Callable[[], steps.RunnerDeps] = aws.runner_deps
         self.quick: Callable[[], steps.QuickDeps] = aws.quick_deps
         self.promote: Callable[[], PromoteDeps] = aws.promote_deps
+        self.callbacks: Callable[[], CallbackDeps] = aws.callback_deps
 
 
 providers = _Providers()
@@ -56,6 +58,10 @@ class StepHandler:
 
 def trusted_step[I: BaseModel](step: Callable[[steps.RunnerDeps, I], BaseModel]) -> StepHandler:
     return StepHandler(step, lambda: providers.runner(), run_keys)
+
+
+def callback_step[I: BaseModel](step: Callable[[CallbackDeps, I], BaseModel]) -> StepHandler:
+    return StepHandler(step, lambda: providers.callbacks(), run_keys)
 
 
 def quick_step() -> StepHandler:

@@ -21,6 +21,7 @@ Layout (pk / sk):
   RUNNING / REVIEW#<id>                set of running executions, for restart recovery
   RECORD#<digest> / CHUNK#<n>, MANIFEST   immutable record chunks, manifest written last
   RECORD#<digest> / WRITING            an unfinished put's intent (see records.py)
+  WAIT#<generation> / CHECK#<name>     a full check's held task token (waits.py; TTL expiresAt)
 
 Times are stored as integer microseconds since the epoch (`*Us` attributes), so
 conditions compare them without the table's clock; none of them is the table's

@@ -1,8 +1,8 @@
 """The local supervisor: runs ReceiptRun's states in the state machine's order, on threads.
 
 It is the local stand-in for Step Functions. It calls the same step functions with the same
-contracts (`runner/workflow/contracts.py`), follows the same choices (discovery, the quick gate, the
-full poll loop) and routes any unexpected failure to the infrastructure-error finalizer, as
+contracts (`runner/workflow/contracts.py`), follows the same choices (discovery, the quick
+gate, a full check's wait for its end) and routes any unexpected failure to the infrastructure-error finalizer, as
 the state machine's Catch does.
 
 Runs are scheduled fairly (`runner/local/scheduler.py`): per-project and per-agent limits,
@@ -48,6 +48,7 @@ from forkhorse.runner.local.scheduler import (
 from forkhorse.runner.upkeep.collector import DEFAULT_GRACE, collect
 from forkhorse.runner.upkeep.recovery import remove_stale_exports
 from forkhorse.runner.workflow import steps
+from forkhorse.runner.workflow.callbacks import WAIT_MARGIN_SECONDS
 from forkhorse.runner.workflow.contracts import (
     ExecutionState,
     Finalized,
@@ -465,16 +466,25 @@ class _Execution:
         return self._task("QuickRecord", steps.quick_record, dropped)
 
     def _full(self, item: FullItem) -> FullResult:
+        """FullStart waits for the container's end, as its state waits for FullStopped's
+        callback; past the check's deadline and the margin, FullOvertime ends it."""
+        item = item.model_copy(update={"wait_seconds": _wait_seconds(item)})
         with ExitStack() as slot:
             slot.enter_context(self._ticket.slot("full"))
-            state = self._task("FullStart", steps.full_start, item)
+            self._ticket.check()
+            self._history.entered("Task", "FullStart", to_wire(item))
+            state = steps.full_start(self._deps, item)
             try:
-                while not state.done:
-                    if self._await_end(state):
-                        # Collecting the ended container and confirming it gone runs no
-                        # check: the next check takes the slot meanwhile.
-                        slot.close()
-                    state = self._task("FullPoll", steps.full_poll, state)
+                if not state.done and self._await_end(state):
+                    # Collecting the ended container and confirming it gone runs no
+                    # check: the next check takes the slot meanwhile.
+                    slot.close()
+                    state = steps.full_poll(self._deps, state)  # FullStopped's work
+                if not state.done:
+                    self._history.add("TaskTimedOut", taskTimedOutEventDetails=_TIMED_OUT)
+                    state = self._task("FullOvertime", steps.full_poll, state)
+                else:
+                    self._history.exited("Task", "FullStart", to_wire(state))
             except Cancelled as ended:
                 if state.handle is not None:
                     self._destroy(state.handle, stopping=isinstance(ended, Stopped))
@@ -491,13 +501,21 @@ class _Execution:
             log.exception("destroying %s at the stop failed; the sweep retries", handle.check)
 
     def _await_end(self, state: FullProgress) -> bool:
-        """Until the container ends (True) or a poll interval passes (the Wait state's),
-        looking for a cancellation every few milliseconds; the next poll comes as soon as it
-        ends."""
+        """Until the container ends (True) or its deadline and the wait's margin pass,
+        looking for a cancellation every few milliseconds."""
         assert state.handle is not None  # a started check that is not done has its handle
-        give_up = time.monotonic() + (state.poll_seconds or self._deps.poll_seconds)
-        while (left := give_up - time.monotonic()) > 0:
+        give_up = state.handle.deadline + WAIT_MARGIN_SECONDS
+        while (left := give_up - time.time()) > 0:
             if self._deps.containers.wait(state.handle, min(left, CANCEL_CHECK_SECONDS)):
                 return True
             self._ticket.check()
         return False
+
+
+# The history event of a FullStart whose wait passed its timeout, as Step Functions records it.
+_TIMED_OUT = {"error": "States.Timeout", "cause": "The check ran past its timeout."}
+
+
+def _wait_seconds(item: FullItem) -> int:
+    """What the FullChecks map's ItemSelector computes: the check's timeout and the margin."""
+    return item.check.timeout_seconds + WAIT_MARGIN_SECONDS

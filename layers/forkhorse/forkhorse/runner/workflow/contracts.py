@@ -128,10 +128,38 @@ class QuickGate(WireModel):
 
 
 class FullItem(WireModel):
-    """One iteration of the FullChecks map: FullStart's input."""
+    """One iteration of the FullChecks map: FullStart's input. `wait_seconds` is how long
+    the FullStart state waits for the check's end (its timeout and a margin, from the ASL)."""
 
     run: RunRef
     check: FullCheckDef
+    wait_seconds: int | None = Field(default=None, exclude_if=is_none)
+
+
+class FullLaunch(FullItem):
+    """The FullStart function's payload on AWS: the item and the token to answer with."""
+
+    task_token: str
+
+
+class FullOvertime(FullItem):
+    """FullOvertime's input: FullStart's, after its wait timed out (`timed_out`: the Catch's
+    error and cause)."""
+
+    timed_out: dict[str, str] | None = Field(default=None, exclude_if=is_none)
+
+
+class Launched(WireModel):
+    """The FullStart function's own answer (the state waits for the token's instead):
+    whether a wait is held, or the check already finished and was answered."""
+
+    waiting: bool
+
+
+class Answered(WireModel):
+    """FullStopped's answer: whether the ended task was a held check's, answered now."""
+
+    answered: bool
 
 
 class FullResult(WireModel):
