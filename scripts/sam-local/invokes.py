@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
+from aws_local import CLUSTER
 from forkhorse.adapters.dynamodb import DynamoDbStore
+from forkhorse.adapters.dynamodb.waits import DynamoDbFullWaits
 from forkhorse.domain.model import Principal
+from forkhorse.ports.waits import HeldWait
 from forkhorse.service.identity import token_hash
 from forkhorse.service.promote.rules import LEASE_LOST, NO_PROMOTION
 from forkhorse.service.promote.steps import REFUSED_ERROR
@@ -109,12 +112,7 @@ def runner_functions(sam: Sam) -> None:
     _expect(
         "QuickCheckJsFunction", (dropped["name"], len(dropped["evidence"])), ("brand-quick", 64)
     )
-    started = sam.invoke("FullStartFunction", EVENTS / "run_full_start.json")
-    _expect(
-        "FullStartFunction", (started["done"], started["outcome"]), (True, "infrastructure-error")
-    )
-    polled = sam.invoke("FullPollFunction", EVENTS / "run_full_poll.json")
-    _expect("FullPollFunction", polled.get("done"), True)
+    full_check_functions(sam)
     final = sam.invoke("FinalizeFunction", EVENTS / "run_finalize_infrastructure_error.json")
     _expect("FinalizeFunction", final, {"attached": False, "status": "infrastructure-error"})
     recovery = sam.invoke("RunRecoveryFunction", EVENTS / "sfn_status_change.json")
@@ -123,3 +121,74 @@ def runner_functions(sam: Sam) -> None:
     collected = sam.invoke("CollectGarbageFunction", EVENTS / "collect_garbage.json")
     nothing = {"records": 0, "orphans": 0, "packs": 0, "bytesReclaimed": 0, "projectsSkipped": 0}
     _expect("CollectGarbageFunction", collected, nothing)
+
+
+def full_check_functions(sam: Sam) -> None:
+    """The full check's wait for its task token, through the packaged functions: FullStart
+    answers a check refused at start at once; a held check whose task (in moto's ECS)
+    stopped is collected and answered once by FullStopped; FullOvertime ends a timed-out
+    one from the same hold."""
+    started = sam.invoke("FullStartFunction", EVENTS / "run_full_start.json")
+    _expect("FullStartFunction", started, {"waiting": False})  # its commit is absent
+    sample = _sample("run_full_overtime.json")
+    task_arn = _stopped_task(sample["run"]["generation"])
+    _hold(sample, task_arn)
+    event = _sample("full_stopped.json")
+    event["resources"] = [task_arn]
+    event["detail"] |= {"taskArn": task_arn, "startedBy": sample["run"]["generation"]}
+    _expect(
+        "FullStoppedFunction", sam.invoke_with("FullStoppedFunction", event), {"answered": True}
+    )
+    again = sam.invoke_with("FullStoppedFunction", event)
+    _expect("FullStoppedFunction (the same event again)", again, {"answered": False})
+    ended = sam.invoke("FullOvertimeFunction", EVENTS / "run_full_overtime.json")
+    _expect(
+        "FullOvertimeFunction", (ended["done"], ended["outcome"]), (True, "infrastructure-error")
+    )
+
+
+def _stopped_task(generation: str) -> str:
+    """A task of the check's task definition in moto's ECS, started for the run, stopped."""
+    ecs = boto3.client("ecs")
+    ecs.register_task_definition(
+        family="forkhorse-check",
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="1024",
+        memory="2048",
+        containerDefinitions=[
+            {"name": "fetch", "image": "sam-local.invalid/default", "essential": False},
+            {"name": "check", "image": "sam-local.invalid/default", "essential": True},
+        ],
+    )
+    task = ecs.run_task(
+        cluster=CLUSTER,
+        taskDefinition="forkhorse-check",
+        startedBy=generation,
+        launchType="FARGATE",
+    )["tasks"][0]["taskArn"]
+    ecs.stop_task(cluster=CLUSTER, task=task, reason="sam-local: the check ended")
+    return task
+
+
+def _hold(sample: dict[str, Any], task_arn: str) -> None:
+    """What FullStart holds for a started check: the state's token and the task's handle."""
+    run, check = sample["run"], sample["check"]
+    now = datetime.now(UTC).timestamp()
+    functions = json.loads((Path(__file__).parent / "env-vars.json").read_text())["Parameters"]
+    images = json.loads(functions["FORKHORSE_IMAGES"])
+    handle = {
+        "platform": "fargate",
+        "container_id": task_arn,
+        "project": run["projectId"],
+        "execution": run["generation"],
+        "generation": run["generation"],
+        "check": check["name"],
+        "image_ref": images["default"]["reference"],
+        "started_at": now,
+        "deadline": now + check["timeoutSeconds"],
+    }
+    progress = {"run": run, "check": check, "done": False, "handle": handle}
+    wait = HeldWait(token="sam-local-token", progress=json.dumps(progress))  # noqa: S106
+    waits = DynamoDbFullWaits(boto3.client("dynamodb"), _env("TABLE_NAME"))
+    waits.hold(run["generation"], check["name"], wait, datetime.now(UTC) + timedelta(hours=1))

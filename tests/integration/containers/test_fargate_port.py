@@ -384,6 +384,26 @@ def test_a_task_past_its_deadline_is_stopped_and_timed_out(
     assert port.collect(late).outcome == "timed-out"
 
 
+def test_collect_past_the_deadline_waits_until_ecs_has_stopped_the_task(
+    aws: Aws, port: FargateContainerPort, link: ArchiveLink
+) -> None:
+    """StopTask returns before the task is STOPPED: collecting a timed-out check waits
+    (bounded) for ECS, and records it timed out, not an infrastructure error."""
+    handle = port.start(spec(link))
+    late = handle.model_copy(update={"deadline": time.time() - 1})
+    assert port.poll(late) == "timed-out"
+    moto_task(handle.container_id).last_status = "DEPROVISIONING"  # ECS still stopping it
+    waits: list[float] = []
+
+    def ecs_stops_it(seconds: float) -> None:
+        waits.append(seconds)
+        stop_with(aws, handle.container_id, {"fetch": 0, "check": 137}, reason=TIMEOUT_REASON)
+
+    port.sleep = ecs_stops_it
+    assert port.collect(late).outcome == "timed-out"
+    assert waits == [2.0]
+
+
 def test_a_handle_survives_json_between_runner_steps(
     aws: Aws, port: FargateContainerPort, link: ArchiveLink
 ) -> None:

@@ -297,7 +297,13 @@ class FargateContainerPort:
         if task is None:
             return self._result(handle, None, None, "The task could not be found.")
         if task.get("lastStatus") != "STOPPED":
-            raise ContainerStartFailed("The task is still running.")
+            if time.time() < handle.deadline:
+                raise ContainerStartFailed("The task is still running.")
+            # Stopped at its deadline: ECS takes a while to stop a task; wait (bounded).
+            self._stop_confirmed(handle.container_id, TIMEOUT_REASON)
+            task = self._task(handle)
+            if task is None:
+                return self._result(handle, None, None, "The task could not be found.")
         exit_code, broken = self._exit_code(task)
         return self._result(handle, task, exit_code, broken)
 

@@ -89,8 +89,9 @@ def full_overtime(deps: CallbackDeps, event: FullOvertime) -> FullProgress:
     if held is None:
         raise LookupError(f"the timed-out full check {check!r} left no held wait")
     progress = _progress(held)
-    if progress.handle is not None:
-        early = progress.handle.deadline - time.time()
+    handle = progress.handle
+    if handle is not None and deps.runner.containers.poll(handle) == "running":
+        early = handle.deadline - time.time()  # the state began a little before the task
         time.sleep(min(max(early, 0.0), OVERTIME_SLEEP_SECONDS))
     ended = steps.full_poll(deps.runner, progress)
     if not ended.done:
