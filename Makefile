@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 TOOLS := .tools
 LOCK := requirements-lock.txt
 TOOLS_LOCK := tools-requirements-lock.txt
+# checkov pins boto3 to another version than the SAM CLI does: it gets a venv of its own.
+CHECKOV := .checkov
+CHECKOV_LOCK := checkov-requirements-lock.txt
 FORKHORSE_HOME ?= .forkhorse-local
 FORKHORSE_PORT ?= 8787
 SOAK_SECONDS ?= 600
@@ -52,13 +55,20 @@ $(TOOLS)/.installed: $(TOOLS_LOCK)
 	$(TOOLS)/bin/python -m pip install -q --require-hashes -r $(TOOLS_LOCK)
 	touch $@
 
-# Re-resolve both locks for Python 3.13 on Linux x86_64, from PyPI, keeping each pin that still
+$(CHECKOV)/.installed: $(CHECKOV_LOCK)
+	test -x $(CHECKOV)/bin/python || $(PYTHON313) -m venv $(CHECKOV)
+	$(CHECKOV)/bin/python -m pip install -q --upgrade pip
+	$(CHECKOV)/bin/python -m pip install -q --require-hashes -r $(CHECKOV_LOCK)
+	touch $@
+
+# Re-resolve the locks for Python 3.13 on Linux x86_64, from PyPI, keeping each pin that still
 # fits (UPGRADE=1: the newest that fits); then `make setup` installs them.
 LOCK_COMPILE = $(TOOLS)/bin/uv pip compile --quiet --generate-hashes --python-version 3.13 \
 	--python-platform linux --custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
 lock: $(TOOLS)/.installed
 	$(LOCK_COMPILE) pyproject.toml --extra dev --extra client --extra server -o $(LOCK)
 	$(LOCK_COMPILE) tools-requirements.txt -o $(TOOLS_LOCK)
+	$(LOCK_COMPILE) checkov-requirements.txt -o $(CHECKOV_LOCK)
 
 system-deps:
 	@scripts/system-deps.sh $(SYSTEM_PACKAGES)
@@ -127,8 +137,8 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/xenon --max-absolute D --max-modules B --max-average A layers/forkhorse/forkhorse functions
 	$(VENV)/bin/xenon --max-absolute C --exclude '*/upload.py' layers/forkhorse/forkhorse functions
 
-check: lint $(TOOLS)/.installed
-	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" FORKHORSE_PYTHON="$(CURDIR)/$(PY)" scripts/check.sh
+check: lint $(TOOLS)/.installed $(CHECKOV)/.installed
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(CHECKOV)/bin:$$PATH" FORKHORSE_PYTHON="$(CURDIR)/$(PY)" scripts/check.sh
 
 openapi: $(VENV)/.installed
 	PYTHONPATH=layers/forkhorse $(PY) -m scripts.openapi write

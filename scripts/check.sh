@@ -10,9 +10,11 @@ python313_dir=$(dirname "$(scripts/find-python313.sh)")
 export PATH="$python313_dir:$PATH"
 sam validate --lint --template template.yaml
 cfn-lint template.yaml
+# The hygiene scan (checkov, its own venv): each finding accepted in checkov-baseline.yaml.
+"$(dirname "$(command -v checkov)")/python" scripts/checkov_gate.py
 sam build --template template.yaml --build-dir .aws-sam/build
 # Tests on the synthesized CloudFormation; the SAM translator lives in the tools venv.
 # --noconftest: the suite's root conftest loads fixtures that import forkhorse, which the
 # tools venv does not have; the template tests need none of them.
 "$tools_python" -m pytest -q --noconftest -o addopts="-p no:cacheprovider" -W ignore::pytest.PytestConfigWarning tests/template
-echo "check: template valid, lint clean, build complete"
+echo "check: template valid, lint and hygiene scan clean, build complete"

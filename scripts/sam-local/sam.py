@@ -20,6 +20,8 @@ from aws_local import FAKE_CREDENTIALS
 from botocore.config import Config
 from engine import stop_process
 
+from tests.support.aws import load_template
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 SAM = ROOT / ".tools/bin/sam"
@@ -32,6 +34,11 @@ PARAMETERS = (
 # SAM passes a function only the variables that its template declares.
 ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL"
 INVOKE_TIMEOUT = 300  # a cold container on a loaded machine; no invoke retries
+# The deployed functions and layers are arm64; this machine emulates no arm64, so `sam local`
+# builds and runs an x86_64 copy of the template (layers/node/Makefile reads the variable).
+LOCAL_ARCHITECTURE = "x86_64"
+ARCHITECTURE_VARIABLE = "NODE_LAYER_ARCHITECTURE"
+CODE_PATHS = ("CodeUri", "ContentUri", "DefinitionUri")
 
 
 def _python313_dir() -> str:
@@ -65,11 +72,13 @@ class Sam:
 
     def build(self, cache_dir: Path) -> None:
         started = time.monotonic()
+        source = write_local_template(self.build_dir.parent / f"template.{LOCAL_ARCHITECTURE}.yaml")
         subprocess.run(
-            [str(SAM), "build", "--template", str(ROOT / "template.yaml"),
+            [str(SAM), "build", "--template", str(source),
              "--build-dir", str(self.build_dir), "--cached", "--cache-dir", str(cache_dir),
              "--parameter-overrides", *PARAMETERS],
-            cwd=ROOT, env=self.environment(), check=True, stdout=subprocess.DEVNULL,
+            cwd=ROOT, env={**self.environment(), ARCHITECTURE_VARIABLE: LOCAL_ARCHITECTURE},
+            check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         declare_endpoint_variable(self.template)
         print(f"sam-local: sam build in {time.monotonic() - started:.1f} s", flush=True)
@@ -162,6 +171,31 @@ def _wait_for_port(
         if server.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"sam local {command} did not start (exit {server.poll()})")
         time.sleep(0.2)
+
+
+def write_local_template(path: Path) -> Path:
+    """template.yaml with every architecture LOCAL_ARCHITECTURE and its code paths absolute
+    (the copy lives elsewhere), written to `path`; template.yaml stays as it is deployed."""
+    path.write_text(yaml.safe_dump(_localized(load_template()), sort_keys=False), "utf-8")
+    return path
+
+
+def _localized(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_localized(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    localized: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("Architectures", "CompatibleArchitectures"):
+            localized[key] = [LOCAL_ARCHITECTURE]
+        elif key == "BuildArchitecture":
+            localized[key] = LOCAL_ARCHITECTURE
+        elif key in CODE_PATHS and isinstance(value, str):
+            localized[key] = str(ROOT / value)
+        else:
+            localized[key] = _localized(value)
+    return localized
 
 
 def declare_endpoint_variable(template: Path) -> None:

@@ -490,6 +490,7 @@ def test_the_collector_runs_hourly_and_deletes_only_records_and_packs(
         XRAY_WRITE,
     ]
     by_action = {a: s for s in _statements(role) for a in _actions(s)}
+    assert by_action.pop("sqs:SendMessage")["Resource"] == FAILED_EVENTS_QUEUE
     assert set(by_action) == {
         "dynamodb:GetItem",
         "dynamodb:Query",
@@ -532,3 +533,151 @@ def test_every_function_but_the_quick_checks_and_both_machines_are_traced(
         assert (variables.get("POWERTOOLS_TRACE_DISABLED") == "true") != traced, name
     for machine in MACHINES:
         assert resources[machine]["Properties"]["TracingConfiguration"] == {"Enabled": True}
+
+
+# --- operations hygiene: failed events, reserved concurrency, access logs ----------------
+
+FAILED_EVENTS_QUEUE = {"Fn::GetAtt": ["FailedEventsQueue", "Arn"]}
+# Event sources that invoke a function asynchronously (Lambda queues the event and retries).
+ASYNC_EVENT_TYPES = {"EventBridgeRule", "Schedule", "ScheduleV2", "CloudWatchEvent", "SNS", "S3"}
+
+
+def _asynchronously_invoked() -> set[str]:
+    return {
+        name
+        for name, resource in load_template()["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+        and any(
+            event["Type"] in ASYNC_EVENT_TYPES
+            for event in resource["Properties"].get("Events", {}).values()
+        )
+    }
+
+
+def test_every_asynchronously_invoked_function_keeps_the_events_it_fails_on(
+    resources: dict[str, Any],
+) -> None:
+    """An event that still fails after Lambda's retries lands in FailedEventsQueue, whose
+    alarm tells the operators; a function invoked synchronously returns its error instead."""
+    invoked = _asynchronously_invoked()
+    assert invoked >= {"PushFunction", "RunRecoveryFunction", "CollectGarbageFunction"}
+    for name, resource in resources.items():
+        if resource["Type"] != "AWS::Lambda::Function":
+            continue
+        dead_letters = resource["Properties"].get("DeadLetterConfig", {}).get("TargetArn")
+        assert dead_letters == (FAILED_EVENTS_QUEUE if name in invoked else None), name
+        if name in invoked:
+            assert _allowed(_role_of(resources, name), "sqs:SendMessage") == [FAILED_EVENTS_QUEUE]
+    queue = resources["FailedEventsQueue"]["Properties"]
+    assert queue["SqsManagedSseEnabled"] is True
+    assert queue["MessageRetentionPeriod"] == 14 * 24 * 3600
+    alarm = resources["FailedEventsAlarm"]["Properties"]
+    assert (alarm["Namespace"], alarm["MetricName"]) == (
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+    )
+    assert alarm["Dimensions"] == [
+        {"Name": "QueueName", "Value": {"Fn::GetAtt": ["FailedEventsQueue", "QueueName"]}}
+    ]
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["AlarmActions"] == [{"Ref": "OperatorAlarmTopic"}]
+
+
+# Each reservation is explained in docs/operations.md ("Concurrency").
+RESERVED_CONCURRENCY = {
+    "QuickCheckFunction": 200,
+    "QuickCheckJsFunction": 100,
+    "FullStartFunction": 50,
+    "FullStoppedFunction": 50,
+    "FullOvertimeFunction": 20,
+    "ApiFunction": 100,
+    "BearerTokenAuthorizerFunction": 100,
+}
+ACCOUNT_CONCURRENCY = 1000  # Lambda's default quota per Region
+UNRESERVED_MINIMUM = 100  # Lambda refuses reservations that leave less
+
+
+def test_the_check_lambdas_and_the_api_have_their_own_concurrency(
+    resources: dict[str, Any],
+) -> None:
+    """A burst of checks is capped by its own reservation, so it can neither take the whole
+    account nor starve the API (nor the authorizer every API request runs)."""
+    reserved = {
+        name: resource["Properties"]["ReservedConcurrentExecutions"]
+        for name, resource in resources.items()
+        if resource["Type"] == "AWS::Lambda::Function"
+        and "ReservedConcurrentExecutions" in resource["Properties"]
+    }
+    assert reserved == RESERVED_CONCURRENCY
+    assert sum(reserved.values()) + UNRESERVED_MINIMUM <= ACCOUNT_CONCURRENCY
+    documented = (ROOT / "docs/operations.md").read_text()
+    for name, count in reserved.items():
+        assert f"`{name}` | {count} |" in documented, name
+
+
+# What the access log may carry: $context variables of the request, never a header (bearer
+# tokens and git's Basic credentials) nor the query string (the console's sign-in code).
+ACCESS_LOG_FIELDS = {
+    "requestId", "ip", "method", "routeKey", "path", "status", "latency", "integrationError",
+}  # fmt: skip
+
+
+def test_the_http_api_logs_each_request_as_json_without_credentials(
+    resources: dict[str, Any],
+) -> None:
+    settings = resources["ForkhorseHttpApiApiGatewayDefaultStage"]["Properties"][
+        "AccessLogSettings"
+    ]
+    assert settings["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
+    assert resources["ApiAccessLogGroup"]["Properties"]["RetentionInDays"] == 30
+    line = json.loads(settings["Format"])
+    assert set(line) >= ACCESS_LOG_FIELDS
+    for field, variable in line.items():
+        assert re.fullmatch(r"\$context\.[\w.]+", variable), field
+        lowered = variable.lower()
+        assert not any(word in lowered for word in ("header", "query", "authorization")), field
+
+
+# --- Graviton ------------------------------------------------------------------------------
+
+
+def test_every_function_and_layer_is_built_for_arm64(resources: dict[str, Any]) -> None:
+    for name, resource in resources.items():
+        if resource["Type"] == "AWS::Lambda::Function":
+            assert resource["Properties"]["Architectures"] == ["arm64"], name
+        if resource["Type"] == "AWS::Lambda::LayerVersion":
+            assert resource["Properties"]["CompatibleArchitectures"] == ["arm64"], name
+    template = load_template()["Resources"]
+    for layer in ("ForkhorseLayer", "NodeRuntimeLayer"):
+        assert template[layer]["Metadata"]["BuildArchitecture"] == "arm64", layer
+    # A makefile build learns no architecture from SAM: the node layer's default must match.
+    makefile = (ROOT / "layers/node/Makefile").read_text()
+    assert re.search(r"^NODE_LAYER_ARCHITECTURE \?= arm64$", makefile, re.M)
+
+
+def test_full_checks_have_an_arm64_task_beside_the_x86_64_one(resources: dict[str, Any]) -> None:
+    x86_64, arm64 = (
+        resources[name]["Properties"]
+        for name in ("CheckTaskDefinition", "CheckTaskDefinitionArm64")
+    )
+    assert x86_64.pop("RuntimePlatform") == {
+        "CpuArchitecture": "X86_64",
+        "OperatingSystemFamily": "LINUX",
+    }
+    assert arm64.pop("RuntimePlatform") == {
+        "CpuArchitecture": "ARM64",
+        "OperatingSystemFamily": "LINUX",
+    }
+    assert x86_64 == arm64, "the same task on either architecture"
+    images = resources["ApiFunction"]["Properties"]["Environment"]["Variables"]["FORKHORSE_IMAGES"]
+    entry = json.loads(images["Fn::Sub"])["default"]
+    assert entry == {
+        "reference": "${DefaultImageReference}",
+        "architectures": "${DefaultImageArchitectures}",
+        "taskDefinition": "${CheckTaskDefinition}",
+        "arm64TaskDefinition": "${CheckTaskDefinitionArm64}",
+    }
+    parameter = load_template()["Parameters"]["DefaultImageArchitectures"]
+    assert parameter["Default"] == "arm64,x86_64"  # container/Dockerfile builds both
+    [run_task] = _allowed(_role_of(resources, "FullStartFunction"), "ecs:RunTask")
+    assert run_task == [{"Ref": "CheckTaskDefinition"}, {"Ref": "CheckTaskDefinitionArm64"}]
