@@ -13,6 +13,7 @@ import boto3
 import pytest
 
 from tests.integration.runner.scenarios import checks_file, full, quick
+from tests.support.aws_prices import review_bill
 from tests.support.aws_usage import Usage, counting_aws_calls, state_transitions
 from tests.support.promote import OWNER, QUICK_OK, AwsWorld
 from tests.support.step_functions import REGION
@@ -101,3 +102,39 @@ def test_what_one_receipt_run_and_one_promote_cost_on_aws(
     print(f"[capacity] items stored: before {before}, after the review {stored_after_review}")
     assert review["items_written"] > 0
     assert promote["lambda_invocations"] >= 5
+    _typical_review(review)
+
+
+# The issue's targets for the typical review (three quick checks, one full check).
+MAX_TRANSITIONS = 22
+MAX_INVOCATIONS = 10
+MAX_COST = 0.0035
+
+
+def _typical_review(review: dict[str, Any]) -> None:
+    """The rows `make bench` prints for the typical review, each with its target."""
+    transitions = sum(review["state_transitions"])
+    invocations = review["lambda_invocations"]
+    bills = {
+        architecture: review_bill(
+            transitions=transitions,
+            invocations=invocations,
+            write_units=review["dynamodb_write_units"],
+            read_units=review["dynamodb_read_units"],
+            quick_checks=3,
+            full_checks=1,
+            architecture=architecture,
+        )
+        for architecture in ("arm64", "x86_64")
+    }
+    print(f"state transitions per typical review: {transitions} (target ≤ {MAX_TRANSITIONS})")
+    print(f"Lambda invocations per typical review: {invocations} (target ≤ {MAX_INVOCATIONS})")
+    for architecture, bill in bills.items():
+        parts = ", ".join(f"{name} {value:.5f}" for name, value in vars(bill).items())
+        print(
+            f"cost per typical review ($), {architecture}: {bill.total:.4f}"
+            f" (target ≤ {MAX_COST}; {parts})"
+        )
+    assert transitions <= MAX_TRANSITIONS
+    assert invocations <= MAX_INVOCATIONS
+    assert bills["arm64"].total <= MAX_COST
