@@ -171,7 +171,7 @@ class FullResult(WireModel):
 
 
 class FullProgress(WireModel):
-    """FullStart's and FullPoll's output (and FullPoll's input): a running container's
+    """`full_start`'s and `full_poll`'s output (and `full_poll`'s input): a running container's
     handle, or once `done` the stored evidence."""
 
     run: RunRef
