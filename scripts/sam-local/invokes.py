@@ -78,11 +78,11 @@ def promote_functions(sam: Sam) -> None:
     """The PromoteRun steps on the sample promotion, which the table does not hold: each
     refuses as Settle's Catch reads it, or passes the state on; none writes anything.
     (The walk promotes a real review through all of them.)"""
-    no_promotion = {"status": 404, "error": NO_PROMOTION}
+    no_promotion = {"kind": "not-found", "error": NO_PROMOTION}
     for step in ("acquire", "verify", "write"):
         _expect_refusal(sam, step, no_promotion)
     # The sample holds token 7 of a lease that was never taken: fenced off.
-    _expect_refusal(sam, "start_run", {"status": 409, "error": LEASE_LOST})
+    _expect_refusal(sam, "start_run", {"kind": "conflict", "error": LEASE_LOST})
     released = sam.invoke("PromoteReleaseFunction", EVENTS / "promote_release.json")
     _expect("PromoteReleaseFunction", released, _sample("promote_release.json"))
     settled = sam.invoke("PromoteSettleFunction", EVENTS / "promote_settle.json")
@@ -157,8 +157,18 @@ def _stopped_task(generation: str) -> str:
         cpu="1024",
         memory="2048",
         containerDefinitions=[
-            {"name": "fetch", "image": "sam-local.invalid/default", "essential": False},
-            {"name": "check", "image": "sam-local.invalid/default", "essential": True},
+            {
+                "name": "fetch",
+                "image": "sam-local.invalid/default",
+                "essential": False,
+                "memory": 256,
+            },
+            {
+                "name": "check",
+                "image": "sam-local.invalid/default",
+                "essential": True,
+                "memory": 1024,
+            },
         ],
     )
     task = ecs.run_task(
