@@ -169,6 +169,56 @@ def test_a_module_larger_than_the_budget_cannot_load(run_module: RunModule) -> N
     assert record.image_digest == ""
 
 
+def test_the_modules_code_is_named_after_its_path_and_inherits_no_flags(
+    run_module: RunModule,
+) -> None:
+    # The harness runs the module with exec() of its source (compile() would first build the
+    # ast module's types); the code must still look as compile(source, path) made it.
+    source = """\
+import sys
+
+def nested():
+    return sys._getframe().f_code.co_filename
+
+module_file = sys._getframe().f_code.co_filename
+try:
+    annotated: UndefinedName = 1  # evaluated: the harness's __future__ flags are not inherited
+    evaluated = False
+except NameError:
+    evaluated = True
+
+def check(ctx):
+    names = {module_file, check.__code__.co_filename, nested()}
+    return {"ok": evaluated and names == {__file__}, "message": " ".join(sorted(names))}
+"""
+    record = run_module(source)
+    assert (record.outcome, record.message) == ("passed", MODULE)
+
+
+def test_the_standard_librarys_extension_modules_load_after_the_privilege_drop(
+    run_module: RunModule,
+) -> None:
+    # Their libraries come through one bind of a stage (library_stage.py), read as the check's
+    # uid; the display and terminal ones are not bound.
+    source = """\
+import importlib
+
+def check(ctx):
+    loaded = []
+    for name in ("zlib", "_bz2", "_lzma", "_ssl", "_hashlib", "_sqlite3", "_ctypes", "_uuid"):
+        importlib.import_module(name)
+        loaded.append(name)
+    try:
+        import _tkinter
+    except ImportError:
+        loaded.append("no _tkinter")
+    return {"ok": True, "message": " ".join(loaded)}
+"""
+    record = run_module(source)
+    assert record.outcome == "passed", record.stderr.text
+    assert record.message == "zlib _bz2 _lzma _ssl _hashlib _sqlite3 _ctypes _uuid no _tkinter"
+
+
 def test_each_check_gets_a_fresh_child(run_module: RunModule) -> None:
     source = 'import os\n\ndef check(ctx):\n    return {"ok": True, "message": str(os.getpid())}\n'
     first, second = run_module(source), run_module(source)

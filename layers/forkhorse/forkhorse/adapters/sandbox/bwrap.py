@@ -4,14 +4,15 @@ The child gets every namespace unshared (network included), an empty environment
 capabilities, a read-only view of its runtime only (the Python interpreter and stdlib, or the
 `node` binary; no host or repository files, no /proc, no /dev), a read-only root, a private
 size-limited /tmp (the only writable place), a seccomp filter and the rlimits, and it runs as
-an unprivileged uid on the host. The Python harness sets its own rlimits; for `node`, which
-cannot, bubblewrap also pauses (`--block-fd`) until this launcher has set them (prlimit).
+an unprivileged uid on the host.
 
 Started as root, bubblewrap must bind the runtime, which may live under root's mode-0700
 home (pyenv), so the child's user namespace maps the host's root as well as the check's uid:
-bubblewrap pauses (`--userns-block-fd`) until this launcher has written both mappings, the
-namespace's root does the binds, and the harness then drops to the check's uid for good, so
-the kernel counts the child's tasks against RLIMIT_NPROC (it never does for the host's root).
+bubblewrap pauses (`--userns-block-fd`) until this launcher has written both mappings and set
+the child's rlimits (prlimit), the namespace's root does the binds, and the harness then drops
+to the check's uid for good, so the kernel counts the child's tasks against RLIMIT_NPROC (it
+never does for the host's root). Started unprivileged, the Python harness sets its own rlimits;
+for `node`, which cannot, bubblewrap pauses (`--block-fd`) until this launcher has set them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from forkhorse.adapters.sandbox.programs import (
     ChildProgram,
     node_limits,
     node_program,
+    program_stdin,
 )
 from forkhorse.adapters.sandbox.runtime import (
     NodeMissing,
@@ -83,25 +85,26 @@ class BwrapLauncher:
         gates = _Gates(
             info_write,
             block_read if self._as_root else -1,
-            -1 if program.sets_own_limits else start_read,
+            -1 if self._as_root or program.sets_own_limits else start_read,
         )
         try:
             os.write(filter_write, self._seccomp)  # far below a pipe's capacity
             os.close(filter_write)
-            process = subprocess.Popen(
-                self._argv(filter_read, gates, rpc_fd, program),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(rpc_fd, filter_read, *gates.fds()),
-                env={},
-                cwd="/",
-            )
+            with program_stdin(program) as stdin:
+                process = subprocess.Popen(
+                    self._argv(filter_read, gates, rpc_fd, program),
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=(rpc_fd, filter_read, *gates.fds()),
+                    env={},
+                    cwd="/",
+                )
             for fd in (info_write, block_read, start_read):
                 os.close(fd)
             info_write = block_read = start_read = -1
             try:
-                self._prepare_child(gates, info_read, block_write, start_write)
+                self._prepare_child(gates, info_read, block_write, start_write, program)
             except OSError:
                 self.kill(process)
                 process.wait()
@@ -115,27 +118,33 @@ class BwrapLauncher:
                 if fd >= 0:
                     os.close(fd)
 
-    def _prepare_child(self, gates: _Gates, info_fd: int, block_fd: int, start_fd: int) -> None:
-        """Map the child's user namespace (as root) and set the rlimits of a program that
-        cannot set its own, while bubblewrap waits; then let it go on."""
+    def sets_limits(self, program: ChildProgram) -> bool:
+        """Whether this launcher sets the child's rlimits; if not, the program sets its own.
+        As root it always does: bubblewrap waits for the namespace's mapping anyway, and a
+        harness that need not load `resource` starts sooner."""
+        return self._as_root or not program.sets_own_limits
+
+    def _prepare_child(
+        self, gates: _Gates, info_fd: int, block_fd: int, start_fd: int, program: ChildProgram
+    ) -> None:
+        """Map the child's user namespace (as root) and set its rlimits (unless the program
+        sets its own), while bubblewrap waits; then let it go on."""
         if not gates.fds():
             return
         child = _read_child_pid(info_fd)
         if gates.userns_block >= 0:
-            self._map_user_namespace(child, block_fd)
-        if gates.start_block >= 0:
+            self._map_user_namespace(child)
+        if self.sets_limits(program):
             for limit, value in self._rlimits.items():
                 resource.prlimit(child, limit, value)
-            os.write(start_fd, b"1")
+        os.write(block_fd if gates.userns_block >= 0 else start_fd, b"1")
 
-    def _map_user_namespace(self, child: int, block_fd: int) -> None:
-        """Map the host's root and the check's uid into the child's user namespace, then
-        let bubblewrap go on."""
+    def _map_user_namespace(self, child: int) -> None:
+        """Map the host's root and the check's uid into the child's user namespace."""
         mapping = f"0 0 1\n{self._uid} {self._uid} 1\n"
         for name in ("uid_map", "gid_map"):
             with open(f"/proc/{child}/{name}", "w", encoding="ascii") as handle:
                 handle.write(mapping)
-        os.write(block_fd, b"1")
 
     @staticmethod
     def _sandbox_arguments(bwrap: str, runtime: SandboxRuntime, tmpfs_bytes: int) -> list[str]:
@@ -198,8 +207,9 @@ class BwrapLauncher:
 
 @dataclass(frozen=True)
 class _Gates:
-    """bubblewrap's pauses: `userns_block` until the namespace is mapped, `start_block` until
-    the child's rlimits are set (-1: no pause); `info` reports the child's pid."""
+    """bubblewrap's pauses (-1: none): `userns_block` until the namespace is mapped and the
+    rlimits set (as root), `start_block` until the rlimits are set (unprivileged, for a program
+    that cannot set its own); `info` reports the child's pid."""
 
     info: int
     userns_block: int

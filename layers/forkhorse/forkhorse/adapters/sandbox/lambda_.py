@@ -34,6 +34,7 @@ from forkhorse.adapters.sandbox.programs import (
     ChildProgram,
     node_limits,
     node_program,
+    program_stdin,
 )
 from forkhorse.adapters.sandbox.runtime import NodeMissing, node_runtime
 from forkhorse.adapters.sandbox.seccomp import filter_program
@@ -91,17 +92,21 @@ class LambdaLauncher:
     def spawn(self, rpc_fd: int, program: ChildProgram) -> subprocess.Popen[bytes]:
         self._private_dir = tempfile.mkdtemp(prefix="forkhorse-quick-")
         confine = None if program.sets_own_limits else confinement(self._rlimits, self._seccomp)
-        return subprocess.Popen(
-            program.argv(self._executable, rpc_fd),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(rpc_fd,),
-            env=child_environment(),
-            cwd=self._private_dir,
-            start_new_session=True,
-            preexec_fn=confine,  # one request at a time per Lambda process
-        )
+        with program_stdin(program) as stdin:
+            return subprocess.Popen(
+                program.argv(self._executable, rpc_fd),
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(rpc_fd,),
+                env=child_environment(),
+                cwd=self._private_dir,
+                start_new_session=True,
+                preexec_fn=confine,  # one request at a time per Lambda process
+            )
+
+    def sets_limits(self, program: ChildProgram) -> bool:
+        return not program.sets_own_limits
 
     def extra_hello(self) -> dict[str, str]:
         return {"seccomp": self._seccomp.hex(), "tmpdir": self._private_dir or ""}

@@ -2,16 +2,20 @@
 
 Both programs speak the same capability protocol (harness.py documents it) on the socket
 whose number is their last argument, so the parent's side (session.py) does not care which
-runs. The Python harness sets its own rlimits; `node` cannot, so its launcher sets them before
-`node` starts.
+runs. The Python harness can set its own rlimits (a launcher may set them first); `node`
+cannot, so its launcher sets them before `node` starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import marshal
+import os
 import signal
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
@@ -29,17 +33,39 @@ NODE_ADDRESS_SPACE_BYTES = 1536 * MIB
 class ChildProgram:
     arguments: tuple[str, ...]  # after the executable, before the capability socket's number
     preamble: bytes | None  # a frame the parent sends before the hello, if any
-    sets_own_limits: bool  # False: the launcher applies the rlimits before the program starts
+    # False: the launcher must set the rlimits before the program starts (it may anyway).
+    sets_own_limits: bool
     # The signal the runtime dies of when its heap is exhausted (Python raises MemoryError).
     memory_signal: signal.Signals | None = None
+    stdin: bytes = b""  # what the child reads as stdin (empty: /dev/null)
 
     def argv(self, executable: str, rpc_fd: int) -> list[str]:
         return [executable, *self.arguments, str(rpc_fd)]
 
 
-# The Python child's `-c` program: it only reads the harness, compiled and marshalled by the
-# parent, from the capability socket and runs it. Compiling the harness in every child would
-# cost about 3 ms of start-up; this costs a tenth of that. Same interpreter, so marshal matches.
+@contextlib.contextmanager
+def program_stdin(program: ChildProgram) -> Iterator[int]:
+    """The child's stdin: a pipe already holding the program's stdin, else /dev/null."""
+    if not program.stdin:
+        yield subprocess.DEVNULL
+        return
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, program.stdin)  # far below a pipe's capacity
+        os.close(write_end)
+        write_end = -1
+        yield read_end
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+# The Python child's program, read from stdin: it only reads the harness, compiled and
+# marshalled by the parent, from the capability socket and runs it. Compiling the harness in
+# every child would cost about 3 ms of start-up; this costs a tenth of that. Same interpreter,
+# so marshal matches. From stdin rather than `-c`, whose source Python 3.13 registers with
+# linecache, importing it from the standard library at every start.
 BOOTSTRAP = (
     "import marshal,posix,sys\n"
     "f=int(sys.argv[1])\n"
@@ -60,7 +86,9 @@ def _compiled_harness() -> bytes:
     return marshal.dumps(code)
 
 
-PYTHON_PROGRAM = ChildProgram(("-I", "-S", "-c", BOOTSTRAP), _compiled_harness(), True)
+PYTHON_PROGRAM = ChildProgram(
+    ("-I", "-S", "-"), _compiled_harness(), True, stdin=BOOTSTRAP.encode()
+)
 
 
 def node_harness_source() -> str:

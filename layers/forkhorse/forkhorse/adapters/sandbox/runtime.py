@@ -1,8 +1,9 @@
 """The runtimes a quick-check child runs: an executable, its own files and shared libraries.
 
 Only these paths are bound into the bubblewrap sandbox. For Python that is the interpreter and
-its standard library (the base installation's site-packages is hidden); for JavaScript it is
-the `node` binary alone (its built-in modules are compiled in).
+its standard library (the base installation's site-packages is hidden) and the libraries of its
+extension modules, except those that need a display or a terminal; for JavaScript it is the
+`node` binary alone (its built-in modules are compiled in).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from forkhorse.adapters.node_release import pinned_node
+from forkhorse.adapters.sandbox.library_stage import stage_libraries
 
 _LDD_PATH = re.compile(r"(?:=>\s+|^\s+)(/\S+)\s+\(0x", re.MULTILINE)
 _FALLBACK_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
@@ -30,6 +32,10 @@ NODE_INSIDE = "/opt/forkhorse/bin/node"
 _NODE_VERSION = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 # vm.SourceTextModule (--experimental-vm-modules) and the vm context options the harness uses.
 MIN_NODE_MAJOR = 18
+# Extension modules that cannot work in a sandbox without a display, a terminal or /dev. Their
+# libraries (X11, Tk, ncurses, readline: about twenty) are not bound: each bind costs every
+# check about 70 µs of bubblewrap set-up, and each is host code a check does not need.
+HEADLESS_UNUSABLE = ("_tkinter", "_curses", "_curses_panel", "readline")
 
 
 class NodeMissing(RuntimeError):
@@ -46,6 +52,8 @@ class SandboxRuntime:
     version: tuple[int, int, int] = (0, 0, 0)
     # Where the executable appears in the sandbox, when not at its own path.
     inside: str = ""
+    # (sandbox directory, host stage): its libraries, bound in one go (library_stage.py).
+    library_stages: tuple[tuple[str, str], ...] = ()
 
     @property
     def sandbox_executable(self) -> str:
@@ -58,8 +66,12 @@ class SandboxRuntime:
         arguments += ["--ro-bind", real, self.sandbox_executable]
         if self.stdlib:
             arguments += ["--ro-bind", self.stdlib, self.stdlib]
+        staged = {directory for directory, _ in self.library_stages}
+        for directory, stage in self.library_stages:
+            arguments += ["--ro-bind", stage, directory]
         for library in self.libraries:
-            arguments += ["--ro-bind", os.path.realpath(library), library]
+            if os.path.dirname(library) not in staged:
+                arguments += ["--ro-bind", os.path.realpath(library), library]
         for directory in self.library_dirs:
             arguments += ["--ro-bind", directory, directory]
         for directory in self.hidden:
@@ -94,10 +106,18 @@ def current_runtime() -> SandboxRuntime:
         if path.startswith(stdlib + os.sep) and os.path.isdir(path)
     )
     dynload = Path(stdlib) / "lib-dynload"
-    objects = [executable, *sorted(str(path) for path in dynload.glob("*.so"))]
+    extensions = (
+        path for path in dynload.glob("*.so") if path.name.split(".")[0] not in HEADLESS_UNUSABLE
+    )
+    objects = [executable, *sorted(str(path) for path in extensions)]
     libraries = _shared_libraries(objects)
     return SandboxRuntime(
-        executable, stdlib, tuple(sorted(hidden)), libraries, _library_dirs(libraries)
+        executable,
+        stdlib,
+        tuple(sorted(hidden)),
+        libraries,
+        _library_dirs(libraries),
+        library_stages=stage_libraries(libraries),
     )
 
 
@@ -126,7 +146,14 @@ def node_runtime(executable: str | None = None) -> SandboxRuntime:
         )
     libraries = _shared_libraries([real])
     return SandboxRuntime(
-        real, "", (), libraries, _library_dirs(libraries), version, inside=NODE_INSIDE
+        real,
+        "",
+        (),
+        libraries,
+        _library_dirs(libraries),
+        version,
+        inside=NODE_INSIDE,
+        library_stages=stage_libraries(libraries),
     )
 
 

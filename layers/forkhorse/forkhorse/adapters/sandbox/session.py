@@ -117,6 +117,8 @@ class Launcher(Protocol):
 
     def spawn(self, rpc_fd: int, program: ChildProgram) -> subprocess.Popen[bytes]: ...
 
+    def sets_limits(self, program: ChildProgram) -> bool: ...
+
     def extra_hello(self) -> dict[str, str]: ...
 
     def kill(self, process: subprocess.Popen[bytes]) -> None: ...
@@ -145,6 +147,27 @@ class _State:
     timed_out: bool = False
     finished: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class _FetchedSource:
+    """The module as read from the snapshot: the reply to OP_SOURCE and why there is none."""
+
+    reply: bytes
+    source: str | None
+    problem: str | None
+
+
+@dataclass
+class SessionPhases:
+    """When the parent saw each step of one check, in seconds after `run` began (None: not
+    reached); the benchmark splits a check's time by them."""
+
+    spawned: float | None = None  # bubblewrap let go: namespaces made, rlimits set
+    child_ready: float | None = None  # the first frame: sandbox, interpreter and harness are up
+    verdict: float | None = None
+    reaped: float | None = None  # the child's logs closed and its exit reaped
+    recorded: float | None = None
 
 
 # Sessions whose child runs now, so that a stopping `forkhorse serve` can end them at once
@@ -188,9 +211,12 @@ class QuickCheckSession:
         self._stdout = LogSample()
         self._stderr = LogSample()
         self._rpc_buffer = bytearray()
+        self._fetched_source: _FetchedSource | None = None
+        self._started = 0.0
+        self.phases = SessionPhases()
 
     def run(self) -> CheckRecord:
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             process = self._spawn(child_end)
@@ -198,6 +224,7 @@ class QuickCheckSession:
             parent_end.close()
             self._launcher.cleanup()
             return self._record("infrastructure-error", MESSAGE_START_FAILED, started)
+        self.phases.spawned = self._elapsed()
         watchdog = threading.Timer(
             max(0.0, started + self._limits.deadline_seconds - time.monotonic()),
             self._expire,
@@ -211,6 +238,9 @@ class QuickCheckSession:
             if self._program.preamble is not None:
                 _send_frame(parent_end, self._program.preamble)
             self._send_hello(parent_end)
+            # Read while the child starts, so the child's first request is answered at once;
+            # the module counts as loaded only once the child has asked for it.
+            self._fetched_source = self._fetch_source()
             self._serve(process, parent_end, started + self._limits.deadline_seconds)
             self._reap(process, started + self._limits.deadline_seconds)
         finally:
@@ -220,6 +250,7 @@ class QuickCheckSession:
             self._end_capability()
             self._launcher.kill(process)
             process.wait()
+            self.phases.reaped = self._elapsed()
             parent_end.close()
             self._launcher.cleanup()
         outcome, message = self._decide(process.returncode)
@@ -238,7 +269,9 @@ class QuickCheckSession:
             "module": self._definition.module,
             **self._launcher.extra_hello(),
         }
-        lines = [f"{key}={value}" for key, value in fields.items()] + hello_lines(self._limits)
+        lines = [f"{key}={value}" for key, value in fields.items()]
+        if not self._launcher.sets_limits(self._program):
+            lines += hello_lines(self._limits)
         _send_frame(channel, "\n".join(lines).encode())
 
     # The watchdog: runs on its own thread at the deadline.
@@ -327,6 +360,8 @@ class QuickCheckSession:
         if not hmac.compare_digest(capability, self._capability) or self._closed():
             self._violate(_Violation("failed", MESSAGE_PROTOCOL))
             return False
+        if self.phases.child_ready is None:
+            self.phases.child_ready = self._elapsed()
         if op in (harness.OP_READ, harness.OP_STAT, harness.OP_LIST):
             return self._reply(channel, self._serve_call(op, data))
         if op == harness.OP_SOURCE and not self._state.source_requested:
@@ -340,6 +375,7 @@ class QuickCheckSession:
             return False
         if op in (harness.OP_DONE, harness.OP_INVALID, harness.OP_RAISED) and self._state.loaded:
             self._state.verdict = (op, data)
+            self.phases.verdict = self._elapsed()
             self._budget.revoke()  # the verdict is in: no further reads
             return False
         self._violate(_Violation("failed", MESSAGE_PROTOCOL))
@@ -356,19 +392,21 @@ class QuickCheckSession:
         return True
 
     def _serve_source(self) -> bytes:
+        fetched = self._fetched_source or self._fetch_source()
+        self._state.source, self._state.source_problem = fetched.source, fetched.problem
+        return fetched.reply
+
+    def _fetch_source(self) -> _FetchedSource:
         try:
             source = self._reader.read(self._definition.module)
         except SnapshotError as error:
-            self._state.source_problem = _problem_message(error, MESSAGE_MODULE_UNREADABLE)
-            return harness.REPLY_ERROR
+            problem = _problem_message(error, MESSAGE_MODULE_UNREADABLE)
+            return _FetchedSource(harness.REPLY_ERROR, None, problem)
         except Exception:
-            self._state.source_problem = MESSAGE_MODULE_UNREADABLE
-            return harness.REPLY_ERROR
+            return _FetchedSource(harness.REPLY_ERROR, None, MESSAGE_MODULE_UNREADABLE)
         if source is None:
-            self._state.source_problem = MESSAGE_MODULE_MISSING
-            return harness.REPLY_NONE
-        self._state.source = source
-        return harness.REPLY_TEXT + source.encode("utf-8")
+            return _FetchedSource(harness.REPLY_NONE, None, MESSAGE_MODULE_MISSING)
+        return _FetchedSource(harness.REPLY_TEXT + source.encode("utf-8"), source, None)
 
     def _serve_call(self, op: bytes, data: bytes) -> bytes:
         if self._state.source is None:
@@ -441,7 +479,7 @@ class QuickCheckSession:
 
     def _record(self, outcome: FinalOutcome, message: str, started: float) -> CheckRecord:
         source = self._state.source
-        return CheckRecord(
+        record = CheckRecord(
             name=self._definition.name,
             tier="quick",
             definition=self._definition.definition(),
@@ -454,6 +492,11 @@ class QuickCheckSession:
             stdout=self._stdout.bounded(),
             stderr=self._stderr.bounded(),
         )
+        self.phases.recorded = self._elapsed()
+        return record
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._started
 
 
 def run_quick_check(
