@@ -11,7 +11,7 @@ import boto3
 import pytest
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.sqlite import SqliteStore
-from forkhorse.domain.canonical import canonical_bytes, chunk_text
+from forkhorse.domain.canonical import canonical_bytes, chunked
 from forkhorse.domain.logs import LOG_BUDGET_BYTES
 from forkhorse.domain.receipts import ReceiptRecord
 from forkhorse.ports.store import Store
@@ -24,6 +24,7 @@ from tests.support.store import T0, record
 
 pytestmark = pytest.mark.bench
 FOUR_MIB = 4 * 1024 * 1024
+RECORD_TARGET = 1.5  # issue 32: at most 1.5 times a bare sha256 of the same bytes
 
 
 def _best_of(runs: int, action: Callable[[], object]) -> float:
@@ -54,20 +55,25 @@ def _four_mib_record() -> ReceiptRecord:
 
 
 def test_serialize_digest_and_chunk_4_mib_against_bare_sha256(bench_figures: BenchFigures) -> None:
+    """What `put_record` does before the Store: the record's JSON, its canonical bytes, their
+    digest and their chunks, against hashlib.sha256 of the same bytes. Best of many runs
+    each, interleaved, so a busy moment of this shared machine counts against neither."""
     rec = _four_mib_record()
     data = canonical_bytes(rec.model_dump(mode="json"))
     assert len(data) >= FOUR_MIB * 0.95
 
     def pipeline() -> None:
-        digest_and_chunks(canonical_bytes(rec.model_dump(mode="json")))
+        digest_and_chunks(rec.model_dump(mode="json"))
 
-    ours, bare = _interleaved_best(15, pipeline, lambda: hashlib.sha256(data).hexdigest())
+    ours, bare = _interleaved_best(40, pipeline, lambda: hashlib.sha256(data).hexdigest())
+    ratio = ours / bare
     print(
-        f"\n[bench] serialize+digest+chunk {len(data) / 2**20:.2f} MiB: {ours * 1000:.1f} ms; "
-        f"sha256 alone {bare * 1000:.2f} ms; ratio {ours / bare:.1f}x"
+        f"\nserialize + digest + chunk a {len(data) / 2**20:.2f} MiB record / sha256 alone: "
+        f"{ratio:.2f}\N{MULTIPLICATION SIGN} (target ≤ {RECORD_TARGET}\N{MULTIPLICATION SIGN})"
+        f"\n[bench] the record: {ours * 1000:.2f} ms; hashlib.sha256 alone: {bare * 1000:.2f} ms"
     )
-    bench_figures.record("record", ours / bare)
-    assert ours / bare < 200
+    bench_figures.record("record", ratio)
+    assert ratio <= RECORD_TARGET
 
 
 def _put_get(store: Store) -> float:
@@ -127,12 +133,12 @@ def test_put_get_40_full_checks_on_moto_dynamodb(monkeypatch: pytest.MonkeyPatch
         client: Any = boto3.client("dynamodb", region_name="us-east-1")
         table = create_table_from_template(client)
         ours = _put_get(DynamoDbStore(client, table))
-        chunks = chunk_text(data.decode())
+        chunks = [bytes(chunk) for chunk in chunked([data])]
 
         def bare() -> None:  # the same chunks, one put_item and one get_item each
             for index, chunk in enumerate(chunks):
                 key = {"pk": {"S": "BARE"}, "sk": {"S": f"{index:06d}"}}
-                client.put_item(TableName=table, Item={**key, "text": {"S": chunk}})
+                client.put_item(TableName=table, Item={**key, "bytes": {"B": chunk}})
                 client.get_item(TableName=table, Key=key)
 
         baseline = _best_of(3, bare)

@@ -300,7 +300,7 @@ def test_an_unreadable_stored_receipt_is_flagged_not_a_failed_listing(live: Live
     with closing(sqlite3.connect(live.home / "forkhorse.sqlite3", timeout=30)) as db, db:
         db.execute("INSERT INTO records (digest, chunk_count) VALUES (?, 1)", (corrupted,))
         db.execute(
-            "INSERT INTO record_chunks (digest, idx, text) VALUES (?, 0, ?)",
+            "INSERT INTO record_chunks (digest, idx, chunk) VALUES (?, 0, ?)",
             (corrupted, json.dumps(RECEIPT)),
         )
         db.executemany(

@@ -28,7 +28,9 @@ def _seed(live: Live, review: str, text: str) -> str:  # noqa: F811
     digest = hashlib.sha256(text.encode()).hexdigest()
     with closing(sqlite3.connect(live.home / "forkhorse.sqlite3", timeout=30)) as db, db:
         db.execute("INSERT INTO records (digest, chunk_count) VALUES (?, 1)", (digest,))
-        db.execute("INSERT INTO record_chunks (digest, idx, text) VALUES (?, 0, ?)", (digest, text))
+        db.execute(
+            "INSERT INTO record_chunks (digest, idx, chunk) VALUES (?, 0, ?)", (digest, text)
+        )
         db.execute(
             "INSERT INTO review_receipts (review_id, digest) VALUES (?, ?)", (review, digest)
         )

@@ -27,8 +27,8 @@ from forkhorse.domain.receipts import (
 from forkhorse.ports.store import Store
 from forkhorse.records import put_record
 
-# Overwrites one stored chunk in place: (digest, index, text). Each backend provides one.
-Tamper = Callable[[str, int, str], None]
+# Overwrites one stored chunk in place: (digest, index, chunk). Each backend provides one.
+Tamper = Callable[[str, int, bytes], None]
 T0 = datetime(2026, 10, 12, 16, 55, tzinfo=UTC)
 CLAIM_TTL = timedelta(minutes=10)
 COMMIT = "a" * 40

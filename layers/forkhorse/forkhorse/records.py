@@ -3,17 +3,19 @@
 Used for receipt records and for Flow-Next review receipts alike.
 """
 
+import hashlib
 import json
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
 from forkhorse.domain.canonical import (
+    Chunk,
     RecordCorruptedError,
-    canonical_bytes,
-    chunk_bytes,
-    digest_of,
+    canonical_pieces,
+    chunked,
     verified_bytes,
 )
 from forkhorse.domain.receipts import ReceiptRecord
@@ -41,26 +43,64 @@ class RecordRefusedError(RecordCorruptedError):
         self.args = (f"Stored record {digest} is not a valid receipt record.",)
 
 
-# Below this size a second thread costs more than the hash it would overlap.
-PARALLEL_DIGEST_BYTES = 1 << 20
-_CHUNKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunker")
+# Pieces are hashed on a second thread in batches of at least this size while this one
+# writes the next (hashlib releases the GIL on large buffers); a smaller record is hashed
+# here, where a hand-over would cost more than it overlaps.
+HASH_BATCH_BYTES = 256 * 1024
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-digest")
 
 
-def digest_and_chunks(data: bytes) -> tuple[str, list[str]]:
-    """The digest and the chunks of `data`. hashlib releases the GIL on large buffers, so a
-    big record is chunked on a second thread while this one hashes it (the other way round,
-    the hash would wait for the GIL until the chunking yields it)."""
-    if len(data) < PARALLEL_DIGEST_BYTES:
-        return digest_of(data), chunk_bytes(data)
-    chunks = _CHUNKER.submit(chunk_bytes, data)
-    digest = digest_of(data)
-    return digest, chunks.result()
+class _Digest:
+    """SHA-256 of the pieces added, in order: batches on the hashing thread, the rest here."""
+
+    def __init__(self) -> None:
+        self._hasher = hashlib.sha256()
+        self._batch: list[bytes | memoryview] = []
+        self._batch_bytes = 0
+        self._hashing: Future[None] | None = None
+
+    def add(self, piece: bytes | memoryview) -> None:
+        self._batch.append(piece)
+        self._batch_bytes += len(piece)
+        if self._batch_bytes >= HASH_BATCH_BYTES:
+            taken = threading.Event()
+            self._hashing = _HASHER.submit(self._hash_batch, self._batch, taken)
+            # Wait until the thread holds its batch: left to wake on its own, it would wait
+            # for the GIL until this thread's next switch interval.
+            taken.wait()
+            self._batch, self._batch_bytes = [], 0
+
+    def _hash_batch(self, batch: list[bytes | memoryview], taken: threading.Event) -> None:
+        *head, last = batch
+        try:
+            for piece in head:
+                self._hasher.update(piece)
+        finally:
+            taken.set()  # the writer goes on while the last, large piece is hashed
+        self._hasher.update(last)
+
+    def hexdigest(self) -> str:
+        if self._hashing is not None:
+            self._hashing.result()
+        for piece in self._batch:
+            self._hasher.update(piece)
+        return self._hasher.hexdigest()
 
 
-def _put_bytes(store: RecordStore, data: bytes, now: datetime) -> str:
-    digest, chunks = digest_and_chunks(data)
-    store.put_record_chunks(digest, chunks, now)
-    return digest
+def _digested(
+    pieces: Iterable[bytes | memoryview], digest: _Digest
+) -> Iterator[bytes | memoryview]:
+    for piece in pieces:
+        digest.add(piece)
+        yield piece
+
+
+def digest_and_chunks(value: Any) -> tuple[str, list[Chunk]]:
+    """The digest and the chunks of `value`'s canonical bytes, written in pieces so the digest
+    of each overlaps the writing of the next."""
+    digest = _Digest()
+    chunks = chunked(_digested(canonical_pieces(value), digest))
+    return digest.hexdigest(), chunks
 
 
 def _get_bytes(store: RecordStore, digest: str) -> bytes | None:
@@ -71,7 +111,9 @@ def _get_bytes(store: RecordStore, digest: str) -> bytes | None:
 def put_json(store: RecordStore, value: Any, now: datetime) -> str:
     """Store any JSON value in canonical form, written at `now` (the collector keeps it for
     its grace period from then); returns its digest."""
-    return _put_bytes(store, canonical_bytes(value), now)
+    digest, chunks = digest_and_chunks(value)
+    store.put_record_chunks(digest, chunks, now)
+    return digest
 
 
 def get_json(

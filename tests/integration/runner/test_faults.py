@@ -78,7 +78,7 @@ def test_a_crash_between_put_and_attach_leaves_the_record_unattached(
     published: list[str] = []
     real_put = store.put_record_chunks
 
-    def put_then_remember(digest: str, chunks: list[str], now: datetime) -> None:
+    def put_then_remember(digest: str, chunks: list[bytes | memoryview], now: datetime) -> None:
         real_put(digest, chunks, now)
         published.append(digest)
 

@@ -24,11 +24,11 @@ def dynamodb_client(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 def _sqlite(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Store, Tamper]:
     store = SqliteStore(tmp_path / "state")
 
-    def tamper(digest: str, index: int, text: str) -> None:
+    def tamper(digest: str, index: int, chunk: bytes) -> None:
         with store._write() as conn:
             conn.execute(
-                "UPDATE record_chunks SET text = ? WHERE digest = ? AND idx = ?",
-                (text, digest, index),
+                "UPDATE record_chunks SET chunk = ? WHERE digest = ? AND idx = ?",
+                (chunk, digest, index),
             )
 
     return store, tamper
@@ -39,13 +39,13 @@ def _dynamodb(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Store, Ta
     table = create_table_from_template(client)
     store = DynamoDbStore(client, table)
 
-    def tamper(digest: str, index: int, text: str) -> None:
+    def tamper(digest: str, index: int, chunk: bytes) -> None:
         client.put_item(
             TableName=table,
             Item={
                 "pk": {"S": f"RECORD#{digest}"},
-                "sk": {"S": f"CHUNK#{index:06d}"},
-                "text": {"S": text},
+                "sk": {"S": f"BYTES#{index:06d}"},
+                "bytes": {"B": chunk},
             },
         )
 

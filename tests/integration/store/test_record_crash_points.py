@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from forkhorse.adapters.sqlite import SqliteStore
-from forkhorse.domain.canonical import chunk_text
+from forkhorse.domain.canonical import CHUNK_BYTES
 from forkhorse.ports.store import Store
 from forkhorse.ports.store.records import fits_one_transaction
 from forkhorse.records import digest_and_chunks, get_record, put_record
@@ -104,7 +104,7 @@ def test_a_crash_at_any_write_of_a_put_leaves_no_orphan_the_collector_keeps(
     store: Store, large: bool
 ) -> None:
     sample = record(checks=4, log_bytes=70_000)
-    chunks = digest_and_chunks(sample.model_dump_json(by_alias=True).encode())[1]
+    chunks = digest_and_chunks(sample.model_dump(mode="json"))[1]
     assert len(chunks) > 1
     assert fits_one_transaction(chunks), "the sample fits one transaction"
     recording = WriteCounter()
@@ -134,10 +134,11 @@ def test_a_crash_at_any_write_of_a_put_leaves_no_orphan_the_collector_keeps(
 
 
 def test_a_record_beyond_one_transaction_takes_the_chunked_path() -> None:
-    assert not fits_one_transaction(["x"] * 100), "100 chunks and a manifest: 101 items"
-    assert fits_one_transaction(["x"] * 99)
-    assert not fits_one_transaction(chunk_text("€" * 16384 * 90)), "about 4.4 MB of UTF-8"
-    assert fits_one_transaction(chunk_text("x" * 16384 * 90))
+    assert not fits_one_transaction([b"x"] * 100), "100 chunks and a manifest: 101 items"
+    assert fits_one_transaction([b"x"] * 99)
+    assert fits_one_transaction([bytes(CHUNK_BYTES)] * 99), "1.7 MB: items bind first"
+    assert not fits_one_transaction([bytes(400_000)] * 10), "4 MB and eleven item overheads"
+    assert fits_one_transaction([bytes(390_000)] * 10)
 
 
 def test_a_put_that_fits_is_one_write_on_sqlite_and_two_on_dynamodb(store: Store) -> None:

@@ -62,7 +62,7 @@ def test_a_receipt_at_the_depth_bound_is_stored_and_read_back(store: Store) -> N
 def _seed(store: Store, text: str) -> str:
     """A row as a hand edit or an older version could have left it: it matches its digest."""
     digest = hashlib.sha256(text.encode()).hexdigest()
-    store.put_record_chunks(digest, [text], T0)
+    store.put_record_chunks(digest, [text.encode()], T0)
     store.put_review_receipt("r1", digest)
     return digest
 

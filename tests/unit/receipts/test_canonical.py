@@ -1,28 +1,30 @@
-"""Canonical bytes, digests and UTF-16 chunks."""
+"""Canonical bytes, digests and byte chunks (and the text chunks earlier versions stored)."""
 
 import hashlib
 import json
+import threading
 
 import pytest
+from forkhorse import records
 from forkhorse.domain.canonical import (
-    CHUNK_CODE_UNITS,
+    CHUNK_BYTES,
     RecordCorruptedError,
     canonical_bytes,
-    chunk_bytes,
-    chunk_text,
+    canonical_pieces,
+    chunked,
     digest_of,
     reference_canonical_bytes,
     verified_bytes,
 )
-from forkhorse.records import PARALLEL_DIGEST_BYTES, digest_and_chunks
+from forkhorse.ports.store.records import CHUNK_ITEM_OVERHEAD_BYTES
+from forkhorse.records import HASH_BATCH_BYTES
 from hypothesis import given
 from hypothesis import strategies as st
 
-WORST_CASE_UTF8 = 128 * 1024
+from tests.support.legacy_records import LEGACY_CHUNK_CODE_UNITS, legacy_text_chunks
 
-
-def _units(text: str) -> int:
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+DYNAMODB_ITEM_BYTES = 400 * 1024
+SEED_WORST_CASE_CHUNK = 128 * 1024  # the seed: "even worst-case UTF-8 chunks stay under"
 
 
 def test_canonical_form_is_sorted_compact_utf8() -> None:
@@ -34,43 +36,60 @@ def test_canonical_form_is_sorted_compact_utf8() -> None:
         canonical_bytes({"x": float("nan")})
 
 
+def test_a_chunk_item_is_far_below_dynamodb_s_item_limit() -> None:
+    """A Binary attribute counts its raw bytes: a chunk and its keys stay under 400 KB."""
+    assert CHUNK_BYTES + CHUNK_ITEM_OVERHEAD_BYTES < DYNAMODB_ITEM_BYTES
+    assert CHUNK_BYTES < SEED_WORST_CASE_CHUNK
+
+
 @pytest.mark.parametrize("character", ["€", "𝄞", "a"])  # 3, 4 and 1 UTF-8 bytes
-def test_worst_case_chunks_stay_under_128_kib(character: str) -> None:
-    text = "x" + character * (3 * CHUNK_CODE_UNITS)  # the "x" puts pairs across boundaries
-    chunks = chunk_text(text)
-    assert "".join(chunks) == text
-    for chunk in chunks:
-        assert _units(chunk) <= CHUNK_CODE_UNITS
-        assert len(chunk.encode("utf-8")) < WORST_CASE_UTF8
-    assert max(len(chunk.encode()) for chunk in chunks) <= CHUNK_CODE_UNITS * 3
+def test_chunks_cut_the_bytes_every_16_kib_even_inside_a_character(character: str) -> None:
+    data = ("x" + character * (3 * CHUNK_BYTES)).encode()
+    chunks = chunked([data])
+    assert b"".join(chunks) == data
+    assert [len(chunk) for chunk in chunks[:-1]] == [CHUNK_BYTES] * (len(chunks) - 1)
+    assert 0 < len(chunks[-1]) <= CHUNK_BYTES
 
 
-def test_a_surrogate_pair_is_never_split() -> None:
-    text = "a" * (CHUNK_CODE_UNITS - 1) + "𝄞" + "b"
-    chunks = chunk_text(text)
-    assert chunks == ["a" * (CHUNK_CODE_UNITS - 1), "𝄞b"]
-    assert all(chunk.encode("utf-8") for chunk in chunks)
-
-
-@given(st.text(), st.integers(min_value=2, max_value=40))
-def test_chunks_join_back_and_respect_the_unit_limit(text: str, limit: int) -> None:
-    chunks = chunk_text(text, limit)
-    assert "".join(chunks) == text
-    assert all(0 < _units(chunk) <= limit for chunk in chunks)
-    for chunk in chunks:
-        chunk.encode("utf-8", "surrogatepass")
-        assert not (0xD800 <= ord(chunk[-1]) <= 0xDBFF) or ord(chunk[-1]) > 0xFFFF
+@given(st.lists(st.binary(max_size=40)), st.integers(min_value=1, max_value=16))
+def test_chunks_of_pieces_are_the_chunks_of_their_concatenation(
+    pieces: list[bytes], size: int
+) -> None:
+    data = b"".join(pieces)
+    chunks = chunked(pieces, size)
+    assert b"".join(chunks) == data
+    assert [bytes(chunk) for chunk in chunks] == [
+        data[start : start + size] for start in range(0, len(data), size)
+    ]
 
 
 def test_verification_refuses_a_mismatch_and_a_lone_surrogate() -> None:
     data = canonical_bytes({"a": 1})
     digest = hashlib.sha256(data).hexdigest()
-    assert verified_bytes(digest, chunk_text(data.decode())) == data
+    assert verified_bytes(digest, [data[:3], data[3:]]) == data
     with pytest.raises(RecordCorruptedError):
-        verified_bytes(digest, ['{"a":2}'])
+        verified_bytes(digest, [b'{"a":2}'])
     with pytest.raises(RecordCorruptedError):
         verified_bytes(digest, ['{"a":"\ud800"}'])
     assert json.loads(data) == {"a": 1}
+
+
+@given(st.text(), st.integers(min_value=2, max_value=40))
+def test_text_chunks_an_earlier_version_stored_verify_as_their_utf8(text: str, limit: int) -> None:
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # canonical bytes never hold a lone surrogate
+    chunks = legacy_text_chunks(data, limit)
+    assert "".join(chunks) == text
+    units = [len(chunk.encode("utf-16-le", "surrogatepass")) // 2 for chunk in chunks]
+    assert all(0 < count <= limit for count in units)
+    assert verified_bytes(digest_of(data), chunks) == data
+
+
+def test_a_surrogate_pair_was_never_split_across_text_chunks() -> None:
+    text = "a" * (LEGACY_CHUNK_CODE_UNITS - 1) + "𝄞" + "b"
+    assert legacy_text_chunks(text.encode()) == ["a" * (LEGACY_CHUNK_CODE_UNITS - 1), "𝄞b"]
 
 
 JSON_VALUES = st.recursive(
@@ -80,9 +99,9 @@ JSON_VALUES = st.recursive(
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+        st.lists(children, max_size=20) | st.dictionaries(st.text(max_size=6), children, max_size=4)
     ),
-    max_leaves=12,
+    max_leaves=30,
 )
 
 
@@ -97,26 +116,38 @@ def test_the_fast_path_writes_exactly_the_reference_bytes(value: object) -> None
     assert canonical_bytes(value) == expected
 
 
-@given(st.text(), st.integers(min_value=2, max_value=40))
-def test_chunking_bytes_gives_the_chunks_of_the_text(text: str, limit: int) -> None:
+@given(JSON_VALUES | st.tuples(st.integers()) | st.dictionaries(st.integers(), st.integers()))
+def test_pieces_concatenate_to_exactly_the_canonical_bytes(value: object) -> None:
     try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        return  # canonical bytes never hold a lone surrogate
-    assert chunk_bytes(data, limit) == chunk_text(text, limit)
+        expected = canonical_bytes(value)
+    except (ValueError, UnicodeEncodeError) as error:
+        with pytest.raises(type(error)):
+            b"".join(canonical_pieces(value))
+        return
+    assert b"".join(canonical_pieces(value)) == expected
 
 
-def test_chunking_bytes_keeps_the_chunks_across_decode_windows() -> None:
-    text = ("ü✓a" * 70_000) + "end"  # mixed widths across many 64 KiB windows
-    assert chunk_bytes(text.encode()) == chunk_text(text)
-    astral = "x" + "𝄞" * 40_000
-    assert chunk_bytes(astral.encode()) == chunk_text(astral)
-
-
-@pytest.mark.parametrize("size", [PARALLEL_DIGEST_BYTES - 1, PARALLEL_DIGEST_BYTES + 7])
+@pytest.mark.parametrize("batches", [0.5, 5.5])
 def test_a_big_record_hashed_on_a_second_thread_gets_the_serial_digest_and_chunks(
-    size: int,
+    batches: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cut = ("ü✓a𝄞" * size).encode()[:size]
-    data = cut.decode("utf-8", "ignore").encode()  # a character cut in two is dropped
-    assert digest_and_chunks(data) == (digest_of(data), chunk_text(data.decode()))
+    """Below a batch the digest is taken here; above, batches go to the hashing thread."""
+    hashed_on: list[str] = []
+    hash_batch = records._Digest._hash_batch
+
+    def spy(
+        digest: records._Digest, batch: list[bytes | memoryview], taken: threading.Event
+    ) -> None:
+        hashed_on.append(threading.current_thread().name)
+        hash_batch(digest, batch, taken)
+
+    monkeypatch.setattr(records._Digest, "_hash_batch", spy)
+    mixed = "ü✓a𝄞 \n" * int(batches * HASH_BATCH_BYTES / 40 / 13)  # 13 bytes of JSON each
+    value = {"checks": [{"log": mixed, "n": index} for index in range(40)], "z": 1.5}
+    data = canonical_bytes(value)
+    assert (len(data) > HASH_BATCH_BYTES) == (batches > 1)
+    digest, chunks = records.digest_and_chunks(value)
+    assert (digest, b"".join(chunks)) == (digest_of(data), data)
+    assert [bytes(chunk) for chunk in chunks] == [bytes(chunk) for chunk in chunked([data])]
+    assert bool(hashed_on) == (batches > 1)
+    assert all(name.startswith("record-digest") for name in hashed_on)

@@ -4,29 +4,34 @@ The one documented form: `json.dumps` with sorted keys, compact separators
 (`,` and `:`), `ensure_ascii=False` and no NaN/Infinity, encoded as UTF-8. The
 digest is the lowercase SHA-256 hex of exactly those bytes.
 
-Chunks split the JSON text into pieces of at most 16,384 UTF-16 code units (as
-JavaScript counts string length), never between the two halves of a surrogate
-pair, so a chunk holds at most 16,384 * 3 bytes = 48 KiB of UTF-8.
+Chunks cut those bytes every 16,384 UTF-8 code units (bytes), the last chunk shorter.
+Versions before stored chunks as text of at most 16,384 UTF-16 code units, never split
+inside a surrogate pair, so the UTF-8 of such a chunk is its part of the bytes: reads accept
+both, and a record's digest is the same either way.
 
 Speed: orjson writes the very same bytes for dicts with string keys, lists, strings,
 integers, booleans and null (tests pin stored fixtures), so those take its path; anything
 else (floats, whose exponents the two spell differently, tuples, other types) takes the
-reference `json.dumps` path.
+reference `json.dumps` path. `canonical_pieces` writes the same bytes in pieces, so a
+digest can start on the first while the rest are written.
 """
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
 
-CHUNK_CODE_UNITS = 16_384
-_UTF16_UNIT = 2
+CHUNK_BYTES = 16_384
 _ORJSON_SCALARS = frozenset({str, int, bool, type(None)})
-_ASTRAL_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")  # UTF-8 of U+10000 and up
-# Decoding 4 MiB at once costs twice what 64 KiB windows do (the wide copy leaves the cache).
-_DECODE_WINDOW = 64 * 1024
+# `canonical_pieces` writes the members of containers this deep separately, a list's in this
+# many runs: orjson costs about twice as much per byte on small outputs as on large ones.
+_PIECES_DEPTH = 2
+_RUNS_PER_LIST = 8
+
+Chunk = bytes | memoryview  # a chunk as written: its part of the record's bytes
+StoredChunk = bytes | str  # a chunk as read: text where an earlier version stored it so
 
 
 class RecordCorruptedError(Exception):
@@ -74,66 +79,61 @@ def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _is_high_surrogate(units: bytes, offset: int) -> bool:
-    return 0xD8 <= units[offset + 1] <= 0xDB  # little-endian: the high byte comes second
+def canonical_pieces(value: Any, depth: int = _PIECES_DEPTH) -> Iterator[bytes | memoryview]:
+    """`canonical_bytes(value)` in pieces whose concatenation is exactly those bytes: the
+    members of a dict with string keys (in sorted order) and of a list (in runs) are written
+    one by one, down to `depth`; anything else in one piece, as `canonical_bytes` writes it."""
+    kind = type(value)
+    if depth and kind is dict and value and all(type(key) is str for key in value):
+        opening = b"{"
+        for key in sorted(value):  # code point order: json's sort_keys and orjson's alike
+            yield opening + canonical_bytes(key) + b":"
+            yield from canonical_pieces(value[key], depth - 1)
+            opening = b","
+        yield b"}"
+    elif depth and kind is list and len(value) > 1:
+        run = -(-len(value) // _RUNS_PER_LIST)
+        opening = b"["
+        for start in range(0, len(value), run):
+            yield opening
+            yield memoryview(canonical_bytes(value[start : start + run]))[1:-1]  # no brackets
+            opening = b","
+        yield b"]"
+    else:
+        yield canonical_bytes(value)
 
 
-def chunk_text(text: str, max_units: int = CHUNK_CODE_UNITS) -> list[str]:
-    """Split `text` into chunks of at most `max_units` UTF-16 code units, keeping pairs whole."""
-    if max_units < 2:
-        raise ValueError("a chunk must hold at least one surrogate pair")
-    units = text.encode("utf-16-le", "surrogatepass")
-    if len(units) == len(text) * _UTF16_UNIT:  # no astral characters: units are characters
-        return [text[i : i + max_units] for i in range(0, len(text), max_units)]
-    step = max_units * _UTF16_UNIT
-    chunks: list[str] = []
-    start = 0
-    while start < len(units):
-        end = min(start + step, len(units))
-        if end < len(units) and _is_high_surrogate(units, end - _UTF16_UNIT):
-            end -= _UTF16_UNIT
-        chunks.append(units[start:end].decode("utf-16-le", "surrogatepass"))
-        start = end
-    return chunks
-
-
-def chunk_bytes(data: bytes, max_units: int = CHUNK_CODE_UNITS) -> list[str]:
-    """`chunk_text(data.decode("utf-8"))`, the same chunks, without one big decode when no
-    character needs two UTF-16 units (then a chunk is simply `max_units` characters)."""
-    if any(lead in data for lead in _ASTRAL_LEADS):
-        return chunk_text(data.decode("utf-8"), max_units)
-    chunks: list[str] = []
-    carry = ""  # the start of a chunk, completed from the next window
-    for text in _decoded_windows(data):
-        head = max_units - len(carry) if carry else 0
-        if carry:
-            carry += text[:head]
-            if len(carry) < max_units:
+def chunked(pieces: Iterable[bytes | memoryview], size: int = CHUNK_BYTES) -> list[Chunk]:
+    """The bytes of `pieces`, concatenated, in chunks of `size` bytes (the last one shorter):
+    views into the pieces, but for a chunk that spans pieces, which is joined."""
+    chunks: list[Chunk] = []
+    spanning: list[memoryview] = []  # the start of a chunk, completed from the next piece
+    filled = 0
+    for piece in pieces:
+        view = memoryview(piece)
+        if spanning:
+            head = view[: size - filled]
+            spanning.append(head)
+            filled += len(head)
+            if filled < size:
                 continue
-            chunks.append(carry)
-        whole = len(text) - (len(text) - head) % max_units
-        chunks.extend(text[i : i + max_units] for i in range(head, whole, max_units))
-        carry = text[whole:]
-    if carry:
-        chunks.append(carry)
+            chunks.append(b"".join(spanning))
+            spanning, filled, view = [], 0, view[len(head) :]
+        whole = len(view) - len(view) % size
+        chunks.extend(view[start : start + size] for start in range(0, whole, size))
+        if whole < len(view):
+            spanning, filled = [view[whole:]], len(view) - whole
+    if spanning:
+        chunks.append(b"".join(spanning))
     return chunks
 
 
-def _decoded_windows(data: bytes) -> Iterator[str]:
-    """`data` decoded in windows of about `_DECODE_WINDOW` bytes, cut between characters."""
-    view, start = memoryview(data), 0
-    while start < len(data):
-        end = min(start + _DECODE_WINDOW, len(data))
-        while end < len(data) and data[end] & 0xC0 == 0x80:  # a continuation byte
-            end -= 1
-        yield str(view[start:end], "utf-8")
-        start = end
-
-
-def verified_bytes(digest: str, chunks: Sequence[str]) -> bytes:
+def verified_bytes(digest: str, chunks: Sequence[StoredChunk]) -> bytes:
     """Join stored chunks and refuse them unless they hash to `digest`."""
     try:
-        data = "".join(chunks).encode("utf-8")
+        data = b"".join(
+            chunk if isinstance(chunk, bytes) else chunk.encode("utf-8") for chunk in chunks
+        )
     except UnicodeEncodeError as error:  # a lone surrogate can never be canonical
         raise RecordCorruptedError(digest) from error
     if digest_of(data) != digest:

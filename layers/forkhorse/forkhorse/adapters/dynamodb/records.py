@@ -1,6 +1,12 @@
 """Content-addressed records in DynamoDB: chunks and manifest in one transaction when they fit
-one; else an intent, the chunks, then the manifest."""
+one; else an intent, the chunks, then the manifest.
 
+Chunks are Binary attributes under `BYTES#<n>`, and the manifest says so (`chunkFormat`).
+A manifest without it is an earlier version's: its chunks are String attributes under
+`CHUNK#<n>`, read as they are. The two never share keys, so a put by either version that
+races one by the other cannot mix their chunks under one manifest."""
+
+import itertools
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -14,6 +20,7 @@ from forkhorse.adapters.dynamodb.table import (
     str_attr,
     to_micros,
 )
+from forkhorse.domain.canonical import Chunk, StoredChunk
 from forkhorse.ports.store import RecordRemoval, StaleRecord
 from forkhorse.ports.store.records import fits_one_transaction
 
@@ -21,6 +28,10 @@ _BATCH_WRITE_LIMIT = 25
 _PUT_ATTEMPTS = 3
 # Items from before the collector carry no time: they count as written at the epoch.
 _WRITTEN_BEFORE = "(attribute_not_exists(writtenAtUs) OR writtenAtUs < :cutoff)"
+_BYTES = "bytes"
+_TEXT = "text"  # the format of a manifest without `chunkFormat`
+# Each chunk format's sort-key prefix, attribute and attribute type.
+_CHUNK_LAYOUTS = {_BYTES: ("BYTES#", "bytes", "B"), _TEXT: ("CHUNK#", "text", "S")}
 
 
 def _record_key(digest: str, sk: str) -> Item:
@@ -54,7 +65,7 @@ class DynamoDbRecords(DynamoDbTable):
         }
         self._client.put_item(TableName=self._table, Item=item)
 
-    def _write_chunks(self, digest: str, chunks: Sequence[str], written: int) -> None:
+    def _write_chunks(self, digest: str, chunks: Sequence[Chunk], written: int) -> None:
         puts = [
             {"PutRequest": {"Item": self._chunk_item(digest, index, chunk, written)}}
             for index, chunk in enumerate(chunks)
@@ -66,11 +77,6 @@ class DynamoDbRecords(DynamoDbTable):
                 request = response.get("UnprocessedItems") or None
 
     def _write_manifest(self, digest: str, chunk_count: int, written: int, token: str) -> bool:
-        manifest = {
-            **_record_key(digest, "MANIFEST"),
-            "chunkCount": num_attr(chunk_count),
-            "writtenAtUs": num_attr(written),
-        }
         consume_intent = {
             "Delete": {
                 "TableName": self._table,
@@ -80,12 +86,13 @@ class DynamoDbRecords(DynamoDbTable):
                 "ExpressionAttributeValues": {":token": str_attr(token)},
             }
         }
+        manifest = _manifest_item(digest, chunk_count, written)
         return self._transact(consume_intent, self._put_if_new(manifest))
 
-    def _fits_one_transaction(self, chunks: Sequence[str]) -> bool:
+    def _fits_one_transaction(self, chunks: Sequence[Chunk]) -> bool:
         return fits_one_transaction(chunks)
 
-    def _write_whole(self, digest: str, chunks: Sequence[str], written: int) -> bool:
+    def _write_whole(self, digest: str, chunks: Sequence[Chunk], written: int) -> bool:
         """Every chunk and the manifest in one transaction (False: a manifest appeared)."""
         puts = [
             {
@@ -96,21 +103,17 @@ class DynamoDbRecords(DynamoDbTable):
             }
             for index, chunk in enumerate(chunks)
         ]
-        manifest = {
-            **_record_key(digest, "MANIFEST"),
-            "chunkCount": num_attr(len(chunks)),
-            "writtenAtUs": num_attr(written),
-        }
+        manifest = _manifest_item(digest, len(chunks), written)
         return self._transact(*puts, self._put_if_new(manifest))
 
-    def _chunk_item(self, digest: str, index: int, chunk: str, written: int) -> Item:
+    def _chunk_item(self, digest: str, index: int, chunk: Chunk, written: int) -> Item:
         return {
-            **_record_key(digest, f"CHUNK#{index:06d}"),
-            "text": str_attr(chunk),
+            **_record_key(digest, f"BYTES#{index:06d}"),
+            "bytes": {"B": bytes(chunk)},  # botocore takes bytes, not a view
             "writtenAtUs": num_attr(written),
         }
 
-    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
+    def put_record_chunks(self, digest: str, chunks: Sequence[Chunk], now: datetime) -> None:
         written = to_micros(now)
         one = self._fits_one_transaction(chunks)
         for _ in range(_PUT_ATTEMPTS):
@@ -127,13 +130,15 @@ class DynamoDbRecords(DynamoDbTable):
                 return
         raise RuntimeError(f"record {digest} lost its intent {_PUT_ATTEMPTS} times in a row")
 
-    def get_record_chunks(self, digest: str) -> list[str] | None:
+    def get_record_chunks(self, digest: str) -> list[StoredChunk] | None:
         manifest = self._record_manifest(digest)
         if manifest is None:
             return None
         count = int(manifest["chunkCount"]["N"])
-        chunks = [str(item["text"]["S"]) for item in self._query(f"RECORD#{digest}", "CHUNK#")]
-        return chunks[:count]
+        chunk_format = str(manifest.get("chunkFormat", str_attr(_TEXT))["S"])
+        prefix, name, kind = _CHUNK_LAYOUTS[chunk_format]
+        items = itertools.islice(self._query(f"RECORD#{digest}", prefix), count)
+        return [item[name][kind] for item in items]
 
     def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
         # A scan is fine for a periodic sweep; a partition's items come together, so one
@@ -179,7 +184,11 @@ class DynamoDbRecords(DynamoDbTable):
 
     def _delete_stale_chunks(self, digest: str, stale: Item) -> int:
         deleted = 0
-        for item in self._query(f"RECORD#{digest}", "CHUNK#", ProjectionExpression="sk"):
+        chunks = itertools.chain.from_iterable(
+            self._query(f"RECORD#{digest}", prefix, ProjectionExpression="sk")
+            for prefix, _, _ in _CHUNK_LAYOUTS.values()
+        )
+        for item in chunks:
             if not self._transact(
                 self._absent(_record_key(digest, "MANIFEST")),
                 self._absent(_record_key(digest, "WRITING")),
@@ -195,3 +204,12 @@ class DynamoDbRecords(DynamoDbTable):
                 break  # a put started (or rewrote this chunk): leave the rest to it
             deleted += 1
         return deleted
+
+
+def _manifest_item(digest: str, chunk_count: int, written: int) -> Item:
+    return {
+        **_record_key(digest, "MANIFEST"),
+        "chunkCount": num_attr(chunk_count),
+        "chunkFormat": str_attr(_BYTES),
+        "writtenAtUs": num_attr(written),
+    }

@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS leases (
     project_id TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL,
     data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS record_chunks (
-    digest TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
+    digest TEXT NOT NULL, idx INTEGER NOT NULL, chunk BLOB NOT NULL,
     written_at INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (digest, idx));
 CREATE TABLE IF NOT EXISTS records (
     digest TEXT PRIMARY KEY, chunk_count INTEGER NOT NULL, written_at INTEGER NOT NULL DEFAULT 0);
@@ -71,6 +71,17 @@ def _add_written_at(conn: sqlite3.Connection) -> None:
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         if "written_at" not in columns:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN written_at INTEGER NOT NULL DEFAULT 0")
+
+
+def _rename_chunk_text(conn: sqlite3.Connection) -> None:
+    """Chunks became bytes: databases from before name their chunk column `text`, which is
+    `chunk` from now on. Its declared type stays TEXT there, which holds a BLOB as a BLOB and
+    every row written before as the TEXT it was (SQLite keeps each value's own type)."""
+    conn.execute("BEGIN IMMEDIATE")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(record_chunks)")}
+    if "text" in columns:
+        conn.execute("ALTER TABLE record_chunks RENAME COLUMN text TO chunk")
+    conn.execute("COMMIT")
 
 
 def _add_latest(conn: sqlite3.Connection) -> None:
@@ -132,6 +143,7 @@ class SqliteDatabase:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
             _add_written_at(conn)
+            _rename_chunk_text(conn)
             _add_latest(conn)
 
     def _connect(self) -> sqlite3.Connection:

@@ -1,11 +1,15 @@
 """Content-addressed records in SQLite: chunks and manifest in one transaction when they fit
-one DynamoDB transaction (the same rule on both Stores); else chunks, then the manifest."""
+one DynamoDB transaction (the same rule on both Stores); else chunks, then the manifest.
+
+Chunks are BLOBs. Rows an earlier version wrote are TEXT and read back as text: SQLite keeps
+each value's own type, so no row needs rewriting."""
 
 import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from forkhorse.adapters.sqlite.database import SqliteDatabase, to_micros
+from forkhorse.domain.canonical import Chunk, StoredChunk
 from forkhorse.ports.store import RecordRemoval, StaleRecord
 from forkhorse.ports.store.records import fits_one_transaction
 
@@ -15,7 +19,7 @@ _STALE_PAGE = 500
 class SqliteRecords(SqliteDatabase):
     @staticmethod
     def _insert_chunks(
-        conn: sqlite3.Connection, digest: str, chunks: Sequence[str], written_at: int
+        conn: sqlite3.Connection, digest: str, chunks: Sequence[Chunk], written_at: int
     ) -> None:
         conn.executemany(
             "INSERT OR REPLACE INTO record_chunks VALUES (?, ?, ?, ?)",
@@ -30,11 +34,11 @@ class SqliteRecords(SqliteDatabase):
         )
         return touched.rowcount == 1
 
-    def _write_chunks(self, digest: str, chunks: Sequence[str], written_at: int) -> None:
+    def _write_chunks(self, digest: str, chunks: Sequence[Chunk], written_at: int) -> None:
         with self._write() as conn:
             self._insert_chunks(conn, digest, chunks, written_at)
 
-    def _write_manifest(self, digest: str, chunks: Sequence[str], written_at: int) -> None:
+    def _write_manifest(self, digest: str, chunks: Sequence[Chunk], written_at: int) -> None:
         with self._write() as conn:
             if self._touch_manifest(conn, digest, written_at):
                 return  # a concurrent put published the same bytes
@@ -46,10 +50,10 @@ class SqliteRecords(SqliteDatabase):
                 self._insert_chunks(conn, digest, chunks, written_at)
             conn.execute("INSERT INTO records VALUES (?, ?, ?)", (digest, len(chunks), written_at))
 
-    def _fits_one_transaction(self, chunks: Sequence[str]) -> bool:
+    def _fits_one_transaction(self, chunks: Sequence[Chunk]) -> bool:
         return fits_one_transaction(chunks)
 
-    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
+    def put_record_chunks(self, digest: str, chunks: Sequence[Chunk], now: datetime) -> None:
         written_at = to_micros(now)
         one = self._fits_one_transaction(chunks)
         with self._write() as conn:
@@ -64,12 +68,12 @@ class SqliteRecords(SqliteDatabase):
         self._write_chunks(digest, chunks, written_at)
         self._write_manifest(digest, chunks, written_at)
 
-    def get_record_chunks(self, digest: str) -> list[str] | None:
+    def get_record_chunks(self, digest: str) -> list[StoredChunk] | None:
         count = self._one("SELECT chunk_count FROM records WHERE digest = ?", digest)
         if count is None:
             return None
-        sql = "SELECT text FROM record_chunks WHERE digest = ? AND idx < ? ORDER BY idx"
-        return self._all(sql, digest, int(count))
+        sql = "SELECT chunk FROM record_chunks WHERE digest = ? AND idx < ? ORDER BY idx"
+        return [row[0] for row in self._conn().execute(sql, (digest, int(count)))]
 
     def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
         cutoff, after = to_micros(written_before), ""

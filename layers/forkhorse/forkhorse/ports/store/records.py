@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from forkhorse.domain.canonical import Chunk, StoredChunk
+
 # One DynamoDB transaction (TransactWriteItems): at most 100 items and 4 MB in all. A record
 # whose chunks and manifest fit is written in one transaction by every Store, so no crash can
 # leave its chunks without a manifest; only a larger record takes the intent, chunks, manifest
@@ -12,18 +14,17 @@ from typing import Protocol
 # mode takes the same paths as AWS).
 ONE_TRANSACTION_ITEMS = 100
 ONE_TRANSACTION_BYTES = 4_000_000  # "4 MB": read as decimal, the stricter
-# A generous bound on an item's size beyond its chunk text (keys, names, numbers).
+# A generous bound on an item's size beyond its chunk's bytes (keys, names, numbers).
 CHUNK_ITEM_OVERHEAD_BYTES = 1024
 
 
-def fits_one_transaction(chunks: Sequence[str]) -> bool:
-    """Whether `chunks` and their manifest fit one transaction (item count and size)."""
+def fits_one_transaction(chunks: Sequence[Chunk]) -> bool:
+    """Whether `chunks` and their manifest fit one transaction (item count and size; a
+    DynamoDB Binary attribute counts its raw bytes)."""
     if len(chunks) + 1 > ONE_TRANSACTION_ITEMS:
         return False
     size = CHUNK_ITEM_OVERHEAD_BYTES * (len(chunks) + 1)
-    return size + sum(len(chunk.encode("utf-8", "surrogatepass")) for chunk in chunks) <= (
-        ONE_TRANSACTION_BYTES
-    )
+    return size + sum(len(chunk) for chunk in chunks) <= ONE_TRANSACTION_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ class RecordRemoval:
 
 
 class RecordStore(Protocol):
-    def put_record_chunks(self, digest: str, chunks: Sequence[str], now: datetime) -> None:
+    def put_record_chunks(self, digest: str, chunks: Sequence[Chunk], now: datetime) -> None:
         """Write every chunk and the manifest in one transaction when they fit one (see
         `fits_one_transaction`); else every chunk, then the manifest last. A record is
         visible whole or not at all, all written at `now`. Idempotent: putting a stored
@@ -54,8 +55,9 @@ class RecordStore(Protocol):
         of this unfinished put, the put writes it again before publishing."""
         ...
 
-    def get_record_chunks(self, digest: str) -> list[str] | None:
-        """The chunks in order, or None if no manifest exists. Not verified here."""
+    def get_record_chunks(self, digest: str) -> list[StoredChunk] | None:
+        """The chunks in order, or None if no manifest exists. Not verified here. A record an
+        earlier version wrote has text chunks (their UTF-8 is the record's bytes)."""
         ...
 
     def stale_records(self, written_before: datetime) -> Iterator[StaleRecord]:
