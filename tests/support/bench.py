@@ -16,6 +16,7 @@ class Target:
 TARGETS = {
     "record": Target("Serialize, digest, chunk a 4.21 MiB record / sha256 alone", 1.5, "x"),
     "receipt": Target("Quick + full receipt / bare python start + bare podman run", 1.5, "x"),
+    "quick-check": Target("One .py quick check / a bare interpreter start", 1.5, "x"),
     "state-ratio": Target("GET /state, 1,000 reviews / Store.list_reviews alone", 1.5, "x"),
     "state-ms": Target("GET /state, 1,000 reviews", 20.0, "ms"),
     "throughput": Target("20 reviews at once / the same 80 checks run bare", 1.3, "x"),
