@@ -3,6 +3,7 @@
 import hashlib
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from forkhorse import records
@@ -151,3 +152,22 @@ def test_a_big_record_hashed_on_a_second_thread_gets_the_serial_digest_and_chunk
     assert [bytes(chunk) for chunk in chunks] == [bytes(chunk) for chunk in chunked([data])]
     assert bool(hashed_on) == (batches > 1)
     assert all(name.startswith("record-digest") for name in hashed_on)
+
+
+def _big_checks(tag: str) -> list[dict[str, object]]:
+    return [{"log": f"{tag} ü✓ {index}\n" * 20_000} for index in range(16)]
+
+
+def test_a_value_refused_after_batches_were_handed_over_leaves_the_hashing_thread_free() -> None:
+    refused = {"checks": [*_big_checks("a"), {"x": float("nan")}]}
+    with pytest.raises(ValueError, match="Out of range"):
+        records.digest_and_chunks(refused)
+    fine = {"checks": _big_checks("b")}
+    assert records.digest_and_chunks(fine)[0] == digest_of(canonical_bytes(fine))
+
+
+def test_records_digested_at_once_on_several_threads_get_their_own_digests() -> None:
+    values = [{"checks": _big_checks(str(index))} for index in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        digests = list(pool.map(lambda value: records.digest_and_chunks(value)[0], values))
+    assert digests == [digest_of(canonical_bytes(value)) for value in values]
