@@ -46,11 +46,11 @@ def stage_libraries(libraries: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 
 def _stage_root() -> Path | None:
     """The directory holding the stages: ours, and writable by nobody else, or none."""
-    root = Path.home() / ".cache" / "forkhorse" / "quick-libraries"
     try:
+        root = Path.home() / ".cache" / "forkhorse" / "quick-libraries"
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         status = root.lstat()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home directory
         return None
     owned = stat.S_ISDIR(status.st_mode) and status.st_uid == os.geteuid()
     return root if owned and not status.st_mode & 0o022 else None

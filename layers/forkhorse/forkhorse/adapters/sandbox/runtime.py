@@ -52,8 +52,6 @@ class SandboxRuntime:
     version: tuple[int, int, int] = (0, 0, 0)
     # Where the executable appears in the sandbox, when not at its own path.
     inside: str = ""
-    # (sandbox directory, host stage): its libraries, bound in one go (library_stage.py).
-    library_stages: tuple[tuple[str, str], ...] = ()
 
     @property
     def sandbox_executable(self) -> str:
@@ -66,8 +64,9 @@ class SandboxRuntime:
         arguments += ["--ro-bind", real, self.sandbox_executable]
         if self.stdlib:
             arguments += ["--ro-bind", self.stdlib, self.stdlib]
-        staged = {directory for directory, _ in self.library_stages}
-        for directory, stage in self.library_stages:
+        stages = stage_libraries(self.libraries)  # each bound whole (library_stage.py)
+        staged = {directory for directory, _ in stages}
+        for directory, stage in stages:
             arguments += ["--ro-bind", stage, directory]
         for library in self.libraries:
             if os.path.dirname(library) not in staged:
@@ -112,12 +111,7 @@ def current_runtime() -> SandboxRuntime:
     objects = [executable, *sorted(str(path) for path in extensions)]
     libraries = _shared_libraries(objects)
     return SandboxRuntime(
-        executable,
-        stdlib,
-        tuple(sorted(hidden)),
-        libraries,
-        _library_dirs(libraries),
-        library_stages=stage_libraries(libraries),
+        executable, stdlib, tuple(sorted(hidden)), libraries, _library_dirs(libraries)
     )
 
 
@@ -146,14 +140,7 @@ def node_runtime(executable: str | None = None) -> SandboxRuntime:
         )
     libraries = _shared_libraries([real])
     return SandboxRuntime(
-        real,
-        "",
-        (),
-        libraries,
-        _library_dirs(libraries),
-        version,
-        inside=NODE_INSIDE,
-        library_stages=stage_libraries(libraries),
+        real, "", (), libraries, _library_dirs(libraries), version, inside=NODE_INSIDE
     )
 
 
