@@ -19,7 +19,9 @@ Layout (pk / sk):
   REVIEW#<id> / PROMOTION-JOB          the review's latest requested promotion (its id)
   REVIEW#<id> / PROMOTED               the review's latest done promotion and its ledger entry
   RUNNING / REVIEW#<id>                set of running executions, for restart recovery
-  RECORD#<digest> / CHUNK#<n>, MANIFEST   immutable record chunks, manifest written last
+  RECORD#<digest> / BYTES#<n>, MANIFEST   immutable record chunks (Binary; the manifest's
+                                       chunkFormat "bytes"), manifest written last; records
+                                       of earlier versions keep String chunks at CHUNK#<n>
   RECORD#<digest> / WRITING            an unfinished put's intent (see records.py)
   WAIT#<generation> / CHECK#<name>     a full check's held task token (waits.py; TTL expiresAt)
 
