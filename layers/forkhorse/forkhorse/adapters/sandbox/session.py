@@ -163,7 +163,6 @@ class SessionPhases:
     """When the parent saw each step of one check, in seconds after `run` began (None: not
     reached); the benchmark splits a check's time by them."""
 
-    spawned: float | None = None  # bubblewrap let go: namespaces made, rlimits set
     child_ready: float | None = None  # the first frame: sandbox, interpreter and harness are up
     verdict: float | None = None
     reaped: float | None = None  # the child's logs closed and its exit reaped
@@ -224,7 +223,6 @@ class QuickCheckSession:
             parent_end.close()
             self._launcher.cleanup()
             return self._record("infrastructure-error", MESSAGE_START_FAILED, started)
-        self.phases.spawned = self._elapsed()
         watchdog = threading.Timer(
             max(0.0, started + self._limits.deadline_seconds - time.monotonic()),
             self._expire,

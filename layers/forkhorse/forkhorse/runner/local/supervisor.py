@@ -2,8 +2,8 @@
 
 It is the local stand-in for Step Functions. It calls the same step functions with the same
 contracts (`runner/workflow/contracts.py`), follows the same choices (discovery, the quick
-gate, a full check's wait for its end) and routes any unexpected failure to the infrastructure-error finalizer, as
-the state machine's Catch does.
+gate, a full check's wait for its end) and routes any unexpected failure to the
+infrastructure-error finalizer, as the state machine's Catch does.
 
 Runs are scheduled fairly (`runner/local/scheduler.py`): per-project and per-agent limits,
 before-promote runs first, quick and full checks in separate lanes. A superseded run is
