@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from forkhorse.ports.containers import ContainerHandle
+from forkhorse.ports.containers import ContainerHandle, ContainerRefused
 
 from tests.support.lambda_context import FakeLambdaContext
 
@@ -96,9 +96,12 @@ class TaskStateChanges:
         containers = self._deps().runner.containers
         ended = ContainerHandle.model_validate(handle)
         give_up = ended.deadline + STAND_IN_GRACE_SECONDS
-        while not containers.wait(ended, 0.2):
-            if time.time() > give_up:
-                return  # never reported: the state's timeout and FullOvertime take over
+        try:
+            while not containers.wait(ended, 0.2):
+                if time.time() > give_up:
+                    return  # never reported: the state's timeout and FullOvertime take over
+        except ContainerRefused:
+            pass  # FullOvertime destroyed it first; ECS reports that stop too
         self.before_report()
         event = json.loads(STOPPED_SAMPLE.read_text())
         event["resources"] = [ended.container_id]

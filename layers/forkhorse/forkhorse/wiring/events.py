@@ -41,12 +41,19 @@ class TaskStateEnvelope(EventBridgeModel):
     detail: TaskState
 
 
+def _envelope[E: EventBridgeModel](model: type[E], event: dict[str, Any], kind: str) -> E | None:
+    """The event in its envelope; None (logged) when it is not one."""
+    try:
+        return model.model_validate(event)
+    except ValidationError as invalid:
+        log.warning("ignored a malformed %s event: %s", kind, invalid.errors()[:3])
+        return None
+
+
 def push_detail(event: dict[str, Any]) -> PushDetail | None:
     """The push the event reports; None (logged) for anything but a well-formed push."""
-    try:
-        envelope = PushEnvelope.model_validate(event)
-    except ValidationError as invalid:
-        log.warning("ignored a malformed %s event: %s", PUSH_EVENT, invalid.errors()[:3])
+    envelope = _envelope(PushEnvelope, event, PUSH_EVENT)
+    if envelope is None:
         return None
     if envelope.detail_type != PUSH_EVENT:
         log.warning("ignored a %s event on the push rule", envelope.detail_type)
@@ -63,10 +70,8 @@ def execution_ended(event: dict[str, Any]) -> ExecutionEnded | None:
 
 def container_ended(event: dict[str, Any]) -> ContainerEnded | None:
     """The check task that stopped; None (logged) for any other task state change."""
-    try:
-        envelope = TaskStateEnvelope.model_validate(event)
-    except ValidationError as invalid:
-        log.warning("ignored a malformed %s event: %s", TASK_STATE_CHANGE, invalid.errors()[:3])
+    envelope = _envelope(TaskStateEnvelope, event, TASK_STATE_CHANGE)
+    if envelope is None:
         return None
     task = envelope.detail
     if envelope.detail_type != TASK_STATE_CHANGE or task.last_status != "STOPPED":
