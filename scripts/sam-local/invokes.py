@@ -149,29 +149,27 @@ def full_check_functions(sam: Sam) -> None:
 
 def _stopped_task(generation: str) -> str:
     """A task of the check's task definition in moto's ECS, started for the run, stopped.
-    (moto runs no awsvpc task without subnets it knows: the stand-in is a bridge task with
-    the check's two containers, which is all FullStopped reads.)"""
-    ecs = boto3.client("ecs")
-    ecs.register_task_definition(
-        family="forkhorse-check",
-        containerDefinitions=[
-            {
-                "name": "fetch",
-                "image": "sam-local.invalid/default",
-                "essential": False,
-                "memory": 256,
-            },
-            {
-                "name": "check",
-                "image": "sam-local.invalid/default",
-                "essential": True,
-                "memory": 1024,
-            },
-        ],
-    )
-    task = ecs.run_task(cluster=CLUSTER, taskDefinition="forkhorse-check", startedBy=generation)[
-        "tasks"
-    ][0]["taskArn"]
+    (moto's server cannot run an awsvpc task, so the stand-in runs on an EC2 container
+    instance with the check's two containers, which is all FullStopped reads.)"""
+    ecs, ec2 = boto3.client("ecs"), boto3.client("ec2")
+    instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]
+    identity = {
+        "instanceId": instance["InstanceId"],
+        "region": "us-east-1",
+        "availabilityZone": "us-east-1a",
+        "privateIp": "10.0.0.1",
+        "instanceType": "t2.micro",
+        "imageId": "ami-12c6146b",
+        "accountId": "123456789012",
+    }
+    ecs.register_container_instance(cluster=CLUSTER, instanceIdentityDocument=json.dumps(identity))
+    containers = [
+        {"name": name, "image": "sam-local.invalid/default", "essential": essential, "memory": 256}
+        for name, essential in (("fetch", False), ("check", True))
+    ]
+    ecs.register_task_definition(family="forkhorse-check", containerDefinitions=containers)
+    started = ecs.run_task(cluster=CLUSTER, taskDefinition="forkhorse-check", startedBy=generation)
+    task: str = started["tasks"][0]["taskArn"]
     ecs.stop_task(cluster=CLUSTER, task=task, reason="sam-local: the check ended")
     return task
 
