@@ -73,3 +73,5 @@ _.qualifier  # Lambda invoke's signature, patched in tests
 # calls each against a mock server); nothing in the repository calls these two otherwise.
 _.review_attestation
 _.promotion_attestation
+# FullProgress's pollSeconds: read from executions an earlier version started, never written.
+_.poll_seconds

@@ -29,7 +29,6 @@ from forkhorse.domain.model import Promotion
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.runner.workflow.callbacks import CallbackDeps
-from forkhorse.runner.workflow.steps import FULL_POLL_SECONDS
 from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
 from forkhorse.wiring import aws as aws_wiring
@@ -356,7 +355,7 @@ def aws_world(
         monkeypatch.setattr(aws_wiring, "git_host", lambda: runtime.git)
         monkeypatch.setattr(aws_wiring, "SystemClock", lambda: clock)
         # The step handlers: the same table, local git, bubblewrap and podman.
-        deps = dataclasses.replace(runtime.deps, store=store, poll_seconds=FULL_POLL_SECONDS)
+        deps = dataclasses.replace(runtime.deps, store=store)
         monkeypatch.setattr(providers, "runner", lambda: deps)
         monkeypatch.setattr(providers, "quick", lambda: runtime.quick_deps)
         world = AwsWorld(runtime, store, clock, project_id="", promote_machine=promote)

@@ -93,15 +93,9 @@ class TaskStateChanges:
         thread.start()
 
     def _report_end(self, handle: dict[str, Any]) -> None:
-        containers = self._deps().runner.containers
         ended = ContainerHandle.model_validate(handle)
-        give_up = ended.deadline + STAND_IN_GRACE_SECONDS
-        try:
-            while not containers.wait(ended, 0.2):
-                if time.time() > give_up:
-                    return  # never reported: the state's timeout and FullOvertime take over
-        except ContainerRefused:
-            pass  # FullOvertime destroyed it first; ECS reports that stop too
+        if not await_container_end(self._deps().runner.containers, ended):
+            return  # never reported: the state's timeout and FullOvertime take over
         self.before_report()
         event = json.loads(STOPPED_SAMPLE.read_text())
         event["resources"] = [ended.container_id]
@@ -110,5 +104,19 @@ class TaskStateChanges:
         self._stopped(event, FakeLambdaContext())
 
 
-# The stand-in stops watching a container this long after its deadline.
+# A container is watched until this long after its deadline.
 STAND_IN_GRACE_SECONDS = 30.0
+
+
+def await_container_end(containers: Any, handle: ContainerHandle) -> bool:
+    """Wait for the container's end, as ECS would report it: True once it ended or was
+    destroyed (FullOvertime stopped it: ECS reports that stop too), False past its deadline
+    and the grace."""
+    give_up = handle.deadline + STAND_IN_GRACE_SECONDS
+    try:
+        while not containers.wait(handle, 0.2):
+            if time.time() > give_up:
+                return False
+    except ContainerRefused:
+        return True
+    return True

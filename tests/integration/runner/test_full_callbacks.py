@@ -32,7 +32,7 @@ from tests.integration.runner.scenarios import checks_file, full
 from tests.support.aws import create_table_from_template
 from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.runner import World
-from tests.support.step_functions import STOPPED_SAMPLE
+from tests.support.step_functions import STOPPED_SAMPLE, await_container_end
 
 TOKEN = "token-of-the-waiting-state"
 
@@ -86,8 +86,7 @@ def _held_handle(deps: CallbackDeps, launch: FullLaunch) -> Any:
 def _ended(deps: CallbackDeps, launch: FullLaunch) -> ContainerEnded:
     """What ECS reports once the check's task stopped."""
     handle = _held_handle(deps, launch)
-    while not deps.runner.containers.wait(handle, 0.2):
-        pass
+    assert await_container_end(deps.runner.containers, handle), "the check never ended"
     return ContainerEnded(execution=handle.execution, container_id=handle.container_id)
 
 
@@ -157,8 +156,7 @@ def test_a_container_that_ends_before_its_hold_is_answered_by_full_start(
     def late_hold(generation: str, check: str, wait: HeldWait, expires: Any) -> None:
         handle = FullProgress.model_validate_json(wait.progress).handle
         assert handle is not None
-        while not callback.runner.containers.wait(handle, 0.2):
-            pass  # the container ends first
+        assert await_container_end(callback.runner.containers, handle)  # it ends first
         hold(generation, check, wait, expires)
 
     monkeypatch.setattr(callback.waits, "hold", late_hold)

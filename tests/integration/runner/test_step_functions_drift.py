@@ -4,7 +4,6 @@ as the local supervisor for every scenario."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,6 @@ from forkhorse.adapters.step_functions import StepFunctionsCallbacks
 from forkhorse.domain.receipts import ReceiptSummary
 from forkhorse.domain.run import RunRef
 from forkhorse.runner.workflow.callbacks import CallbackDeps
-from forkhorse.runner.workflow.steps import FULL_POLL_SECONDS
 from forkhorse.wiring.handlers import providers
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
@@ -51,8 +49,7 @@ def step_functions(
         return json.dumps(handler(json.loads(body), FakeLambdaContext())).encode()
 
     monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
-    # Step Functions' Wait takes whole seconds.
-    deps = dataclasses.replace(world.runtime.deps, poll_seconds=FULL_POLL_SECONDS)
+    deps = world.runtime.deps
     monkeypatch.setattr(providers, "runner", lambda: deps)
     monkeypatch.setattr(providers, "quick", lambda: world.runtime.quick_deps)
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):

@@ -38,7 +38,6 @@ from forkhorse.ports.sandbox import QuickSandbox
 from forkhorse.runner.local.promote import AfterStep, LocalPromotes
 from forkhorse.runner.local.supervisor import LocalSupervisor
 from forkhorse.runner.workflow.steps import (
-    LOCAL_POLL_SECONDS,
     QuickDeps,
     RunnerDeps,
     exported_checkout,
@@ -124,7 +123,6 @@ def build_local_runtime(
         evidence=evidence,
         clock=clock,
         checkout_source=exported_checkout(checkouts),
-        poll_seconds=LOCAL_POLL_SECONDS,
         attestor=attestor,
     )
     supervisor = LocalSupervisor(

@@ -176,6 +176,7 @@ class FullProgress(WireModel):
 
     run: RunRef
     check: FullCheckDef
+    # The poll interval of executions an earlier version started (read, no longer written).
     poll_seconds: int | float | None = Field(default=None, exclude_if=is_none)
     done: bool
     handle: ContainerHandle | None = Field(default=None, exclude_if=is_none)

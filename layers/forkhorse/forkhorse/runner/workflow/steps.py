@@ -93,8 +93,6 @@ UNATTACHED_MESSAGE = (
 UNREADABLE_CONFIG = f"{CHECKS_PATH} could not be read from the reviewed commit."
 SNAPSHOT_UNAVAILABLE = "The snapshot could not be opened."
 EXPORT_PREFIX = ".export-"  # a partial checkout under the checkouts directory
-FULL_POLL_SECONDS = 1  # Step Functions waits whole seconds
-LOCAL_POLL_SECONDS = 1  # a poll (two history events) a second; a container's end wakes it at once
 
 
 @dataclass(frozen=True)
@@ -119,7 +117,6 @@ class RunnerDeps:
     # (Fargate), made by (run, snapshot, deadline); the deadline is a `time.monotonic`
     # reading, the end of the check's own timeout.
     checkout_source: CheckoutSource[Path | ArchiveLink]
-    poll_seconds: float = FULL_POLL_SECONDS
     # Signs each record's statement before it attaches (Invariant 10: the only key holder).
     attestor: Attestor | None = None
 
@@ -327,15 +324,12 @@ def _container_record(
     )
 
 
-def _finished_full(
-    deps: RunnerDeps, event: FullItem, record: CheckRecord, poll_seconds: float | None = None
-) -> FullProgress:
+def _finished_full(deps: RunnerDeps, event: FullItem, record: CheckRecord) -> FullProgress:
     _publish_check_result(deps, event.run, record)
     result = _step_result(deps, record)
     return FullProgress(
         run=event.run,
         check=event.check,
-        poll_seconds=poll_seconds,
         done=True,
         name=result.name,
         outcome=result.outcome,
@@ -368,13 +362,11 @@ def full_start(deps: RunnerDeps, event: FullItem) -> FullProgress:
         raise  # nothing started: the state machine's Retry on FullStart tries again later
     except ContainerError as error:
         record = _container_record(deps, definition, "", "infrastructure-error", str(error), None)
-        return _finished_full(deps, event, record, deps.poll_seconds)
+        return _finished_full(deps, event, record)
     except SnapshotError as refused:
         record = _unexported_record(deps, definition, refused, started)
-        return _finished_full(deps, event, record, deps.poll_seconds)
-    return FullProgress(
-        run=run, check=definition, poll_seconds=deps.poll_seconds, done=False, handle=handle
-    )
+        return _finished_full(deps, event, record)
+    return FullProgress(run=run, check=definition, done=False, handle=handle)
 
 
 def _seconds_left(deadline: float) -> int:
