@@ -23,7 +23,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.models import Server
 
 from forkhorse import console
-from forkhorse.api import guards
+from forkhorse.api import guards, log_files
 from forkhorse.api.resolver import ThreadLocalResolver
 from forkhorse.api.routes.answers import JSON, STATUS_OF
 from forkhorse.api.routes.attestations import AttestationRoutes
@@ -100,6 +100,10 @@ class ForkhorseApi:
         static = self._console(event)
         if static is not None:
             return static
+        path = str(event.get("rawPath", "/"))
+        log_file = log_files.answer(self.service.log, guards.method_of(event), path)
+        if log_file is not None:
+            return log_file
         return self.resolver.resolve(event, context)
 
     def _console(self, event: dict[str, Any]) -> dict[str, Any] | None:

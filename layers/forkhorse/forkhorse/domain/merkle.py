@@ -12,7 +12,7 @@ the RFC's algorithms (2.1.3.2, 2.1.4.2) and never trusts a proof's length.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 
@@ -40,33 +40,54 @@ def root(leaves: Sequence[bytes]) -> bytes:
     return node_hash(root(leaves[:k]), root(leaves[k:]))
 
 
+RangeRoot = Callable[[int, int], bytes]
+"""MTH of the leaves in [start, end): from a list here, from tiles in `domain.tiles`."""
+
+
 def inclusion_proof(index: int, leaves: Sequence[bytes]) -> list[bytes]:
     """PATH(index, D[n]) (2.1.3.1): the siblings from the leaf up to the root."""
-    if not 0 <= index < len(leaves):
-        raise ValueError(f"leaf {index} is not in a tree of {len(leaves)}")
-    if len(leaves) == 1:
-        return []
-    k = _split(len(leaves))
-    if index < k:
-        return [*inclusion_proof(index, leaves[:k]), root(leaves[k:])]
-    return [*inclusion_proof(index - k, leaves[k:]), root(leaves[:k])]
+    return inclusion_path(index, len(leaves), _range_of(leaves))
 
 
 def consistency_proof(old_size: int, leaves: Sequence[bytes]) -> list[bytes]:
     """PROOF(m, D[n]) (2.1.4.1): what shows the tree of `old_size` is a prefix of this one."""
-    if not 0 < old_size <= len(leaves):
-        raise ValueError(f"no consistency proof from {old_size} to {len(leaves)}")
-    return _subproof(old_size, leaves, complete=True)
+    return consistency_path(old_size, len(leaves), _range_of(leaves))
 
 
-def _subproof(m: int, leaves: Sequence[bytes], complete: bool) -> list[bytes]:
-    n = len(leaves)
-    if m == n:
-        return [] if complete else [root(leaves)]
-    k = _split(n)
-    if m <= k:
-        return [*_subproof(m, leaves[:k], complete), root(leaves[k:])]
-    return [*_subproof(m - k, leaves[k:], False), root(leaves[:k])]
+def _range_of(leaves: Sequence[bytes]) -> RangeRoot:
+    return lambda start, end: root(leaves[start:end])
+
+
+def inclusion_path(index: int, size: int, range_root: RangeRoot) -> list[bytes]:
+    """PATH(index, D[size]) with subtree roots from `range_root`."""
+    if not 0 <= index < size:
+        raise ValueError(f"leaf {index} is not in a tree of {size}")
+    return _path(index, 0, size, range_root)
+
+
+def _path(index: int, start: int, end: int, range_root: RangeRoot) -> list[bytes]:
+    if end - start == 1:
+        return []
+    mid = start + _split(end - start)
+    if index < mid:
+        return [*_path(index, start, mid, range_root), range_root(mid, end)]
+    return [*_path(index, mid, end, range_root), range_root(start, mid)]
+
+
+def consistency_path(old_size: int, size: int, range_root: RangeRoot) -> list[bytes]:
+    """PROOF(old_size, D[size]) with subtree roots from `range_root`."""
+    if not 0 < old_size <= size:
+        raise ValueError(f"no consistency proof from {old_size} to {size}")
+    return _subproof(old_size, 0, size, True, range_root)
+
+
+def _subproof(m: int, start: int, end: int, complete: bool, range_root: RangeRoot) -> list[bytes]:
+    if m == end - start:
+        return [] if complete else [range_root(start, end)]
+    mid = start + _split(end - start)
+    if m <= mid - start:
+        return [*_subproof(m, start, mid, complete, range_root), range_root(mid, end)]
+    return [*_subproof(m - (mid - start), mid, end, False, range_root), range_root(start, mid)]
 
 
 def verify_inclusion(

@@ -66,6 +66,7 @@ from forkhorse.githttp.upload import (
 )
 from forkhorse.githttp.wire import DeferredResponse, Refused, RequestBody, git_error, plain
 from forkhorse.ports.events import PUSH_EVENT, EventBus
+from forkhorse.ports.git import DEFAULT_BRANCH
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +125,10 @@ class GitHttpApp:
         max_request_bytes: int = GIT.request_bytes,
         clone_inflated_bytes: int = GIT.clone_inflated_bytes,
         admission: GitAdmission | None = None,
+        imported: Callable[[str, str], object] | None = None,
     ) -> None:
         self._stores = stores
+        self._imported = imported
         self._resolve_token = resolve_token
         self._lookup = lookup
         self._events = events
@@ -314,6 +317,8 @@ class GitHttpApp:
         answer = self._run(handler, request, response)
         if request.route.fork is not None:
             self._publish(request, refs.updates)
+        else:
+            self._log_import(request, refs.updates)
         return answer
 
     def _run(self, handler: Handler, request: _Request, response: DeferredResponse) -> list[bytes]:
@@ -330,6 +335,12 @@ class GitHttpApp:
         if not response.started:
             response.write(b"")  # git's answer to a request that asks for nothing is empty
         return []
+
+    def _log_import(self, request: _Request, updates: list[RefUpdate]) -> None:
+        """Canonical's import (its only push: later writes are promotions) into the log."""
+        for update in updates:
+            if self._imported is not None and update.ref == DEFAULT_BRANCH and update.new:
+                self._imported(request.route.project, update.new)
 
     def _publish(self, request: _Request, updates: list[RefUpdate]) -> None:
         at = self._clock().astimezone(UTC).isoformat().replace("+00:00", "Z")

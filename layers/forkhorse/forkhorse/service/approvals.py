@@ -186,6 +186,7 @@ class Approvals:
             review.id, approval, digest, generation, compare_receipt=required
         ):
             raise Conflict(RECEIPT_CHANGED if required else COMMIT_CHANGED)
+        self._c.gate_log.approval(project.id, review.id, approval)
         return ApprovalBody(approval=approval_view(approval))
 
     def check(

@@ -22,6 +22,7 @@ from forkhorse.service.errors import (
     NotFound,
 )
 from forkhorse.service.identity import Caller
+from forkhorse.service.log_events import GateLog
 
 
 def may_see_review(caller: Caller, review: Review, published: set[str]) -> bool:
@@ -56,6 +57,8 @@ class Context:
     attestor: Attestor | None = None
     # Bounded, remembered ancestry (issue 28); in process memory unless a memo is given.
     ancestry: CommitAncestry = field(default_factory=GenerationAncestry)
+    # The transparency log's appends (issue 33); does nothing where no log is configured.
+    gate_log: GateLog = field(default_factory=GateLog)
 
     # --- roles ----------------------------------------------------------------------
     @staticmethod

@@ -15,6 +15,7 @@ from forkhorse.service.context import Context, ServiceSettings
 from forkhorse.service.identity import Caller, token_hash
 from forkhorse.service.inspection import Inspection
 from forkhorse.service.listings import Listings
+from forkhorse.service.log_events import GateLog
 from forkhorse.service.projects import Projects
 from forkhorse.service.promote.request import Promotions
 from forkhorse.service.reviews import Reviews
@@ -32,6 +33,7 @@ class Service:
         settings: ServiceSettings | None = None,
         attestor: Attestor | None = None,
         ancestry: CommitAncestry | None = None,
+        gate_log: GateLog | None = None,
     ) -> None:
         """Promotes run as workflows the orchestrator starts (`start_promote`)."""
         self.context = Context(
@@ -42,7 +44,9 @@ class Service:
             settings or ServiceSettings(),
             attestor,
             ancestry or GenerationAncestry(),
+            gate_log or GateLog(),
         )
+        self.log = self.context.gate_log.log  # None where no log is kept
         self.projects = Projects(self.context)
         self.reviews = Reviews(self.context)
         self.listings = Listings(self.context)

@@ -109,6 +109,7 @@ class Projects:
         self._c.repos(project.id).create_canonical()
         if not self._c.store.create_project(project):
             raise Conflict("That project already exists.")
+        self._c.gate_log.settings(project.id, project.effective_settings, project.created_at)
         return ProjectBody(project=project_view(project, None, self._c.settings.public_url))
 
     def list_projects(self, caller: Caller) -> ProjectList:
@@ -130,6 +131,7 @@ class Projects:
         settings = ProjectSettings(require_receipt=require_receipt)
         if not self._c.store.set_settings(project.id, settings):
             raise NotFound("Project not found.")
+        self._c.gate_log.settings(project.id, settings, self._c.clock.now())
         return SettingsBody(settings=settings)
 
     def set_policy(self, caller: Caller, project_id: str, protect_checks: bool) -> PolicyBody:
@@ -137,6 +139,7 @@ class Projects:
         policy = ProjectPolicy(protect_checks=protect_checks)
         if not self._c.store.set_policy(project.id, policy):
             raise NotFound("Project not found.")
+        self._c.gate_log.policy(project.id, policy, self._c.clock.now())
         return PolicyBody(policy=policy)
 
     def state(self, caller: Caller, project_id: str) -> ProjectState:

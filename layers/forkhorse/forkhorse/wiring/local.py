@@ -8,6 +8,7 @@ same `LocalApp`, so what the tests exercise is what a user runs.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,14 +18,17 @@ from forkhorse.adapters.containers.images import IMAGE_NAMES as IMAGE_NAMES
 from forkhorse.adapters.containers.images import ImageRegistry, LocalImages, user_cache_dir
 from forkhorse.adapters.containers.podman import PodmanContainerPort
 from forkhorse.adapters.containers.podman_cli import Podman
+from forkhorse.adapters.disk_log import DiskLogFiles
 from forkhorse.adapters.events import InProcessEventBus
 from forkhorse.adapters.evidence import StoreEvidenceDrop
 from forkhorse.adapters.git.ancestry import SqliteAncestryMemo
 from forkhorse.adapters.git.disk import DiskGitHost
+from forkhorse.adapters.log_publisher import InlinePublisher
 from forkhorse.adapters.sandbox.bwrap import BwrapSandbox
 from forkhorse.adapters.signing.local_key import LocalKeyring
 from forkhorse.adapters.sqlite import DATABASE_NAME, SqliteStore
 from forkhorse.adapters.sqlite.attestations import SqliteAttestations
+from forkhorse.adapters.sqlite.transparency import SqliteLogLedger
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
 from forkhorse.api.app import ForkhorseApi
 from forkhorse.api.wsgi import LocalHttp
@@ -44,12 +48,19 @@ from forkhorse.runner.workflow.steps import (
 )
 from forkhorse.service.ancestry import GenerationAncestry
 from forkhorse.service.facade import Service, ServiceSettings
+from forkhorse.service.log_events import GateLog
+from forkhorse.service.log_publishing import LogPublishing, LogSelfCheck
+from forkhorse.service.transparency import TransparencyLog
+from forkhorse.tlog.verify import LogKey
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
 from forkhorse.wiring.settings import LocalSettings
 
 CHECKOUTS_DIR = "checkouts"
 HISTORY_DIR = "history"
 ANCESTRY_NAME = "ancestry.sqlite"  # generations and answers (adapters/git/ancestry.py)
+LOG_DIR = "log"  # the log's tiles and checkpoint, laid out as served under /log/
+LOG_ORIGIN_NAME = "log-origin"
+LOG_LOCK_NAME = "log.lock"
 OWNER_TOKEN_FILE = "owner-token"  # noqa: S105 - a file name, not a secret
 RECOVERY_WAIT_ON_CLOSE_SECONDS = 10.0
 
@@ -115,6 +126,7 @@ def build_local_runtime(
     clock = clock or SystemClock()
     evidence = StoreEvidenceDrop(store, clock)
     attestor = local_attestor(home, store.path, clock)
+    gate_log = local_gate_log(home, store.path, attestor, clock)
     quick_deps = QuickDeps(sandbox=sandbox or BwrapSandbox(), git=git, evidence=evidence)
     deps = RunnerDeps(
         store=store,
@@ -124,6 +136,7 @@ def build_local_runtime(
         clock=clock,
         checkout_source=exported_checkout(checkouts),
         attestor=attestor,
+        gate_log=gate_log,
     )
     supervisor = LocalSupervisor(
         deps,
@@ -147,6 +160,42 @@ def local_attestor(home: Path, database: Path, clock: Clock) -> Attestor:
     attestor = Attestor(SqliteAttestations(database), LocalKeyring(home).signer())
     attestor.install_key(clock.now())
     return attestor
+
+
+def local_gate_log(home: Path, database: Path, attestor: Attestor, clock: Clock) -> GateLog:
+    """The home's transparency log: the ledger in the Store's database, tiles under
+    `home/log`, published and self-checked in process with the home's key."""
+    files = DiskLogFiles(home / LOG_DIR)
+    ledger = SqliteLogLedger(database)
+    signer = attestor.signer
+    if signer is None:
+        raise RuntimeError("the local log is signed with the home's key")
+    key = LogKey(log_origin(home), signer.public_key.keyval["public"])
+    check = LogSelfCheck(ledger, files, key, clock)
+    publisher = InlinePublisher(
+        LogPublishing(ledger, files, key, signer, clock), check, home / LOG_LOCK_NAME
+    )
+    gate = GateLog(TransparencyLog(ledger, files, publisher, clock, key), attestor)
+    check.objects = gate.object_problem
+    publisher.request()  # the first checkpoint, and whatever a crash left unpublished
+    return gate
+
+
+def log_origin(home: Path) -> str:
+    """The log's name (its checkpoints' origin line), chosen once per home and kept: a
+    witness pins it, so it must not follow the port or the public URL."""
+    path = home / LOG_ORIGIN_NAME
+    if not path.is_file():
+        _write_new(path, f"forkhorse.local/{secrets.token_hex(8)}\n")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def _write_new(path: Path, text: str) -> None:
+    try:
+        with path.open("x", encoding="utf-8") as out:
+            out.write(text)
+    except FileExistsError:
+        pass  # another process chose first: its name stands
 
 
 def rotate_local_key(home: Path, clock: Clock | None = None) -> str:
@@ -197,6 +246,7 @@ def build_local_app(
         settings,
         runtime.deps.attestor,
         GenerationAncestry(SqliteAncestryMemo(runtime.home / ANCESTRY_NAME)),
+        runtime.deps.gate_log,
     )
     promotes = LocalPromotes(
         service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
@@ -206,7 +256,11 @@ def build_local_app(
     runtime.events.subscribe(PUSH_EVENT, lambda detail: _follow(service, detail))
     api = ForkhorseApi(service)
     git = GitHttpApp(
-        runtime.git, git_token_resolver(service), git_repo_lookup(service), runtime.events
+        runtime.git,
+        git_token_resolver(service),
+        git_repo_lookup(service),
+        runtime.events,
+        imported=runtime.deps.gate_log.imported,
     )
     return LocalApp(runtime, service, api, LocalHttp(api, git), promotes)
 

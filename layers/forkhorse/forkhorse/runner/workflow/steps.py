@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from forkhorse import observability, records
@@ -81,6 +81,7 @@ from forkhorse.runner.workflow.contracts import (
     QuickItem,
     StepResult,
 )
+from forkhorse.service.log_events import GateLog
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,8 @@ class RunnerDeps:
     checkout_source: CheckoutSource[Path | ArchiveLink]
     # Signs each record's statement before it attaches (Invariant 10: the only key holder).
     attestor: Attestor | None = None
+    # Appends each signed receipt to the transparency log (nothing where none is configured).
+    gate_log: GateLog = field(default_factory=GateLog)
 
 
 type CheckoutSource[T] = Callable[[RunRef, Snapshot, float], T]
@@ -481,6 +484,7 @@ def _publish(
     digest = records.put_record(deps.store, record, deps.clock.now())
     if deps.attestor is not None:
         deps.attestor.attest_receipt(record, digest, deps.clock.now())
+    deps.gate_log.receipt(record, digest)
     attached = deps.store.attach(
         run.review_id,
         run.commit,

@@ -29,6 +29,22 @@ def attest_promotion(context: Context, promotion: Promotion) -> None:
         log.error("promotion %s is done but unattested: no signing key here", promotion.id)
         return
     attestor.attest_promotion(promotion_facts(context, promotion), context.clock.now())
+    log_promotion(context, promotion)
+
+
+def log_promotion(context: Context, promotion: Promotion) -> None:
+    """The promotion's entry, after its approval's and receipt's (appended again if a crash
+    lost them: each append is idempotent), so the log shows consent and evidence first."""
+    gate = context.gate_log
+    review = context.store.get_review(promotion.review_id)
+    approval = None if review is None else review.approval
+    if approval is not None and approval.commit == promotion.commit:
+        gate.approval(promotion.project_id, promotion.review_id, approval)
+    if promotion.digest is not None:
+        record = records.get_record(context.store, promotion.digest)
+        if record is not None:
+            gate.receipt(record, promotion.digest)
+    gate.promotion(promotion)
 
 
 def promotion_facts(context: Context, promotion: Promotion) -> PromotionFacts:

@@ -15,12 +15,14 @@ import base64
 import binascii
 import hashlib
 import re
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from forkhorse.ports.signer import EvidenceSigner
+if TYPE_CHECKING:  # the client opens notes and loads no signer
+    from forkhorse.ports.signer import EvidenceSigner
 
 DASH = "\u2014"
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")

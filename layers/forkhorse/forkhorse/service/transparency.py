@@ -1,0 +1,99 @@
+"""The deployment's transparency log: appending gate events, and reading the log back.
+
+Every role that witnesses a gate event appends it (the finalize step its receipt, the API
+approvals and settings, the promote steps their VSA, git's edge the canonical import). An
+append is a conditional write on the ledger's size, retried when another append took the
+index, and idempotent by the entry's key; it then asks the key's one holder to publish
+(`service.log_publishing`), so every append is followed by a new signed checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from forkhorse.domain.checkpoint import parse_checkpoint
+from forkhorse.domain.log_entries import LogEntry
+from forkhorse.domain.tiles import TileRefused, parse_tile_path
+from forkhorse.ports.clock import Clock
+from forkhorse.ports.transparency import LogFiles, LogHead, LogLedger, LogPublisher
+from forkhorse.tlog.note import key_id
+from forkhorse.tlog.verify import LogKey
+
+log = logging.getLogger(__name__)
+
+# Each lost race means another append landed; this many in a row is contention no
+# deployment of this size sees, so it is an error rather than a wait without end.
+MAX_APPEND_ATTEMPTS = 64
+
+
+class AppendContended(RuntimeError):
+    """Other appends took the next index this many times in a row."""
+
+
+@dataclass
+class TransparencyLog:
+    ledger: LogLedger
+    files: LogFiles
+    publisher: LogPublisher
+    clock: Clock
+    key: LogKey | None = None
+
+    def append(self, entry: LogEntry) -> int:
+        """The entry's index, appended now or by an earlier attempt with its key."""
+        data = entry.to_bytes()
+        for _ in range(MAX_APPEND_ATTEMPTS):
+            size = self.ledger.head().size
+            appended = self.ledger.append(size, entry.key, data, self.clock.now())
+            if appended is None:
+                continue  # another append took index `size`
+            if appended.new:
+                log.info("log entry %d: %s %s", appended.index, entry.kind, entry.key)
+            self.publisher.request()
+            return appended.index
+        raise AppendContended(f"{MAX_APPEND_ATTEMPTS} appends in a row took the next index")
+
+    def index_of(self, key: str) -> int | None:
+        return self.ledger.index_of(key)
+
+    def head(self) -> LogHead:
+        return self.ledger.head()
+
+    def checkpoint(self) -> str | None:
+        """The newest signed checkpoint (never an older one: publishing only moves forward)."""
+        return self.ledger.head().checkpoint
+
+    def status(self) -> dict[str, Any]:
+        """What the console shows: the published tree and the newest self-check."""
+        head = self.ledger.head()
+        checkpoint = None if head.checkpoint is None else head.checkpoint.split("\n\n")[0]
+        root = None if checkpoint is None else parse_checkpoint(checkpoint).root.hex()
+        check = self.ledger.last_check()
+        return {
+            "origin": None if self.key is None else self.key.origin,
+            "size": head.published,
+            "root": root,
+            "pending": head.size - head.published,
+            "lastCheck": None if check is None else json.loads(check),
+        }
+
+    def key_body(self) -> dict[str, Any]:
+        """The origin and key a verifier pins (`forkhorse verify-log --key`)."""
+        if self.key is None:
+            return {}
+        return {
+            "origin": self.key.origin,
+            "publicKey": self.key.public_pem,
+            "keyId": key_id(self.key.public_pem).hex(),
+            "signatureType": "c2sp.org/signed-note 0x02 (ECDSA P-256, SHA-256)",
+        }
+
+    def tile(self, path: str) -> bytes | None:
+        """A tile by its C2SP path; None for a path that names no tile this log has."""
+        try:
+            parse_tile_path(path)
+        except TileRefused:
+            return None
+        return self.files.read(path)
