@@ -10,9 +10,9 @@ import hashlib
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from forkhorse.tlog.note import NoteRefused, key_id, open_note, sign_note
 from forkhorse.domain.checkpoint import Checkpoint
 from forkhorse.domain.merkle import EMPTY_ROOT
+from forkhorse.tlog.note import NoteRefused, key_id, open_note, sign_note
 from securesystemslib.signer import CryptoSigner
 
 NAME = "forkhorse.example/log"

@@ -127,6 +127,7 @@ class LogPublishing:
         """Tiles and a signed checkpoint for everything the ledger holds."""
         head = self.ledger.head()
         if head.size == head.published and head.checkpoint is not None:
+            self._sync_checkpoint_file(head.checkpoint)
             return head
         building = _Building(self.ledger, self.files, head.size, head.published)
         for tile in tiles_of(head.size, head.published):
@@ -140,6 +141,11 @@ class LogPublishing:
             self._drop_partials(head, head.size)
             log.info("published the log's checkpoint at size %d", head.size)
         return self.ledger.head()
+
+    def _sync_checkpoint_file(self, checkpoint: str) -> None:
+        """A crash after the ledger took the checkpoint but before its file was written."""
+        if self.files.read(CHECKPOINT_PATH) != checkpoint.encode():
+            self.files.write(CHECKPOINT_PATH, checkpoint.encode())
 
     def _drop_partials(self, head: LogHead, size: int) -> None:
         stale = _partials(head.previous) - _partials(head.published) - _partials(size)
