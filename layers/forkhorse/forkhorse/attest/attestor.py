@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,10 @@ from forkhorse.ports.signer import EvidenceSigner
 log = logging.getLogger(__name__)
 
 
+# Called with a new envelope's text before it is stored (the log notes its intent there).
+BeforePut = Callable[[str], None] | None
+
+
 class NoSigningKey(RuntimeError):
     """This role holds no key: only the trusted steps sign."""
 
@@ -43,14 +48,18 @@ class Attestor:
     signer: EvidenceSigner | None = None
 
     # --- signing (the trusted steps) --------------------------------------------------
-    def _sign(self, subject: str, statement: dict[str, object], now: datetime) -> None:
+    def _sign(
+        self, subject: str, statement: dict[str, object], now: datetime, before_put: BeforePut
+    ) -> None:
         if self.signer is None:
             raise NoSigningKey("this function may not sign evidence")
         if self.store.get_envelope(subject) is not None:
             return  # signed already (a retried step): the first envelope stands
         self.install_key(now)
-        envelope = sign_statement(statement, self.signer)
-        self.store.put_envelope(subject, envelope_text(envelope), now)
+        text = envelope_text(sign_statement(statement, self.signer))
+        if before_put is not None:
+            before_put(text)
+        self.store.put_envelope(subject, text, now)
 
     def install_key(self, now: datetime) -> None:
         """List the signer's public key (from its first use on; rotated keys stay)."""
@@ -59,12 +68,16 @@ class Attestor:
         key = self.signer.public_key
         self.store.register_key(key.keyid, public_key_json(key), now)
 
-    def attest_receipt(self, record: ReceiptRecord, digest: str, now: datetime) -> None:
-        self._sign(receipt_subject(digest), receipt_statement(record, digest), now)
+    def attest_receipt(
+        self, record: ReceiptRecord, digest: str, now: datetime, before_put: BeforePut = None
+    ) -> None:
+        self._sign(receipt_subject(digest), receipt_statement(record, digest), now, before_put)
 
-    def attest_promotion(self, facts: PromotionFacts, now: datetime) -> None:
+    def attest_promotion(
+        self, facts: PromotionFacts, now: datetime, before_put: BeforePut = None
+    ) -> None:
         subject = promotion_subject(facts.project, facts.promotion_id)
-        self._sign(subject, promotion_statement(facts), now)
+        self._sign(subject, promotion_statement(facts), now, before_put)
 
     def close(self) -> None:
         self.store.close()

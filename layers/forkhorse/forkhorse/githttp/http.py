@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -125,10 +126,10 @@ class GitHttpApp:
         max_request_bytes: int = GIT.request_bytes,
         clone_inflated_bytes: int = GIT.clone_inflated_bytes,
         admission: GitAdmission | None = None,
-        imported: Callable[[str, str], object] | None = None,
+        import_log: ImportLog | None = None,
     ) -> None:
         self._stores = stores
-        self._imported = imported
+        self._import_log = import_log
         self._resolve_token = resolve_token
         self._lookup = lookup
         self._events = events
@@ -313,7 +314,7 @@ class GitHttpApp:
         self, request: _Request, body: RequestBody, response: DeferredResponse
     ) -> Iterable[bytes]:
         proto = ReceivableProtocol(body.read, response.write)
-        handler, refs = _receive_handler(request, proto, advertise=False)
+        handler, refs = _receive_handler(request, proto, advertise=False, log=self._import_log)
         answer = self._run(handler, request, response)
         if request.route.fork is not None:
             self._publish(request, refs.updates)
@@ -339,8 +340,8 @@ class GitHttpApp:
     def _log_import(self, request: _Request, updates: list[RefUpdate]) -> None:
         """Canonical's import (its only push: later writes are promotions) into the log."""
         for update in updates:
-            if self._imported is not None and update.ref == DEFAULT_BRANCH and update.new:
-                self._imported(request.route.project, update.new)
+            if self._import_log is not None and update.ref == DEFAULT_BRANCH and update.new:
+                self._import_log.imported(request.route.project, update.new)
 
     def _publish(self, request: _Request, updates: list[RefUpdate]) -> None:
         at = self._clock().astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -370,13 +371,20 @@ def _refuse(
 
 
 def _receive_handler(
-    request: _Request, proto: ReceivableProtocol, *, advertise: bool
+    request: _Request,
+    proto: ReceivableProtocol,
+    *,
+    advertise: bool,
+    log: ImportLog | None = None,
 ) -> tuple[ReceivePackHandler, _PushRefs]:
     """dulwich's receive-pack over the push policy: compare-and-set refs and the update hook."""
     repo = request.repo
     refs = _PushRefs(repo.refs)
     repo.refs = refs
-    repo.hooks["update"] = _UpdatePolicy(repo, import_only=request.route.fork is None)
+    importing = None
+    if request.route.fork is None and log is not None:
+        importing = functools.partial(log.intend_import, request.route.project)
+    repo.hooks["update"] = _UpdatePolicy(repo, importing, import_only=request.route.fork is None)
     handler = _ReceivePack(
         _OneRepoBackend(repo), ["/"], proto, stateless_rpc=True, advertise_refs=advertise
     )
@@ -588,6 +596,14 @@ class _ReceivePack(ReceivePackHandler):
         yield from statuses
 
 
+class ImportLog(Protocol):
+    """Where canonical's import is logged (`service.log_events.GateLog`)."""
+
+    def intend_import(self, project: str, commit: str) -> None: ...
+
+    def imported(self, project: str, commit: str) -> int | None: ...
+
+
 class _UpdatePolicy(Hook):
     """Per-ref rules applied before dulwich writes a ref; a HookError refuses that ref and
     the client prints `! [remote rejected] <ref> (<reason>)`.
@@ -597,8 +613,11 @@ class _UpdatePolicy(Hook):
     never a fork head), a commit or a tag for a tag ref.
     """
 
-    def __init__(self, repo: ServedRepo, *, import_only: bool) -> None:
+    def __init__(
+        self, repo: ServedRepo, importing: Callable[[str], None] | None, *, import_only: bool
+    ) -> None:
         self._repo = repo
+        self._importing = importing  # notes the import's log intent before its ref is written
         self._import_only = import_only
 
     def execute(self, *args: Any) -> tuple[bytes, bytes]:
@@ -612,4 +631,6 @@ class _UpdatePolicy(Hook):
             problem = self._repo.push_session.target_problem(self._repo.object_store, ref, new)
             if problem is not None:
                 raise HookError(problem)
+        if self._importing is not None and ref == DEFAULT_BRANCH.encode() and new != ZERO_SHA:
+            self._importing(new.decode("ascii"))
         return b"", b""  # dulwich relays (stdout, stderr) to the client

@@ -24,6 +24,13 @@ class LogHead:
 
 
 @dataclass(frozen=True)
+class Intent:
+    key: str
+    entry: bytes
+    at: datetime
+
+
+@dataclass(frozen=True)
 class Appended:
     index: int
     new: bool  # False: the key was logged already, at `index`
@@ -35,8 +42,20 @@ class LogLedger(Protocol):
     def append(self, size: int, key: str, entry: bytes, now: datetime) -> Appended | None:
         """Store `entry` at index `size` if the ledger holds exactly `size` entries and none
         with `key`; the entry with `key` if one is there; None if another append took
-        index `size` first (read the head and try again)."""
+        index `size` first (read the head and try again). Either way the intent with `key`
+        is gone after a success."""
         ...
+
+    def intend(self, key: str, entry: bytes, now: datetime) -> None:
+        """Note an entry about to be earned, before its object is written: a crash between
+        the object and the append leaves the intent, which the repair settles."""
+        ...
+
+    def intents(self, limit: int) -> list[Intent]:
+        """The oldest outstanding intents."""
+        ...
+
+    def drop_intent(self, key: str) -> None: ...
 
     def index_of(self, key: str) -> int | None: ...
 

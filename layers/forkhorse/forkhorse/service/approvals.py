@@ -31,6 +31,7 @@ from forkhorse.responses import ApprovalBody
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
 from forkhorse.service.identity import Caller
+from forkhorse.service.log_events import approval_entry
 from forkhorse.service.views import approval_view
 
 GATE_REFUSED = "The receipt does not satisfy the required gate."
@@ -182,11 +183,14 @@ class Approvals:
         # Required: consent binds to the receipt the gate just judged. Advisory: approve
         # ignores receipt status, digest changes and in-flight runs (the spec), so only
         # the commit is compared.
-        if not self._c.store.approve(
-            review.id, approval, digest, generation, compare_receipt=required
-        ):
+        stored = self._c.gate_log.earned(
+            approval_entry(project.id, review.id, approval),
+            lambda: self._c.store.approve(
+                review.id, approval, digest, generation, compare_receipt=required
+            ),
+        )
+        if not stored:
             raise Conflict(RECEIPT_CHANGED if required else COMMIT_CHANGED)
-        self._c.gate_log.approval(project.id, review.id, approval)
         return ApprovalBody(approval=approval_view(approval))
 
     def check(

@@ -40,6 +40,7 @@ from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict, NotFound
 from forkhorse.service.identity import Caller, new_id, new_token, token_hash
 from forkhorse.service.listings import Listings, newest_ledger, review_views
+from forkhorse.service.log_events import policy_entry, settings_entry
 from forkhorse.service.views import (
     agent_view,
     claim_view,
@@ -107,9 +108,9 @@ class Projects:
             settings=ProjectSettings(require_receipt=require_receipt),
         )
         self._c.repos(project.id).create_canonical()
-        if not self._c.store.create_project(project):
+        entry = settings_entry(project.id, project.effective_settings, project.created_at)
+        if not self._c.gate_log.earned(entry, lambda: self._c.store.create_project(project)):
             raise Conflict("That project already exists.")
-        self._c.gate_log.settings(project.id, project.effective_settings, project.created_at)
         return ProjectBody(project=project_view(project, None, self._c.settings.public_url))
 
     def list_projects(self, caller: Caller) -> ProjectList:
@@ -129,17 +130,19 @@ class Projects:
     def set_settings(self, caller: Caller, project_id: str, require_receipt: bool) -> SettingsBody:
         project = self._c.owned_project(caller, project_id, "change settings")
         settings = ProjectSettings(require_receipt=require_receipt)
-        if not self._c.store.set_settings(project.id, settings):
+        entry = settings_entry(project.id, settings, self._c.clock.now())
+        if not self._c.gate_log.earned(
+            entry, lambda: self._c.store.set_settings(project.id, settings)
+        ):
             raise NotFound("Project not found.")
-        self._c.gate_log.settings(project.id, settings, self._c.clock.now())
         return SettingsBody(settings=settings)
 
     def set_policy(self, caller: Caller, project_id: str, protect_checks: bool) -> PolicyBody:
         project = self._c.owned_project(caller, project_id, "change the policy")
         policy = ProjectPolicy(protect_checks=protect_checks)
-        if not self._c.store.set_policy(project.id, policy):
+        entry = policy_entry(project.id, policy, self._c.clock.now())
+        if not self._c.gate_log.earned(entry, lambda: self._c.store.set_policy(project.id, policy)):
             raise NotFound("Project not found.")
-        self._c.gate_log.policy(project.id, policy, self._c.clock.now())
         return PolicyBody(policy=policy)
 
     def state(self, caller: Caller, project_id: str) -> ProjectState:

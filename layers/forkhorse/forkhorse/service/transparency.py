@@ -16,11 +16,12 @@ from typing import Any
 
 from forkhorse.domain.checkpoint import parse_checkpoint
 from forkhorse.domain.log_entries import LogEntry
-from forkhorse.domain.tiles import TileRefused, parse_tile_path
+from forkhorse.domain.merkle import leaf_hash
+from forkhorse.domain.tiles import ENTRIES_LEVEL, TILE_WIDTH, TileRefused, parse_tile_path, tile_for
 from forkhorse.ports.clock import Clock
-from forkhorse.ports.transparency import LogFiles, LogHead, LogLedger, LogPublisher
+from forkhorse.ports.transparency import Intent, LogFiles, LogHead, LogLedger, LogPublisher
 from forkhorse.tlog.note import key_id
-from forkhorse.tlog.verify import LogKey
+from forkhorse.tlog.verify import LogKey, LogRefused, TileFetcher
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,15 @@ class TransparencyLog:
             return appended.index
         raise AppendContended(f"{MAX_APPEND_ATTEMPTS} appends in a row took the next index")
 
+    def intend(self, entry: LogEntry) -> None:
+        self.ledger.intend(entry.key, entry.to_bytes(), self.clock.now())
+
+    def drop_intent(self, key: str) -> None:
+        self.ledger.drop_intent(key)
+
+    def intents(self, limit: int) -> list[Intent]:
+        return self.ledger.intents(limit)
+
     def index_of(self, key: str) -> int | None:
         return self.ledger.index_of(key)
 
@@ -68,7 +78,8 @@ class TransparencyLog:
     def status(self) -> dict[str, Any]:
         """What the console shows: the published tree and the newest self-check."""
         head = self.ledger.head()
-        checkpoint = None if head.checkpoint is None else head.checkpoint.split("\n\n")[0]
+        # The note's text (before its blank line) ends with its newline, as a body must.
+        checkpoint = None if head.checkpoint is None else head.checkpoint.split("\n\n")[0] + "\n"
         root = None if checkpoint is None else parse_checkpoint(checkpoint).root.hex()
         check = self.ledger.last_check()
         return {
@@ -97,3 +108,23 @@ class TransparencyLog:
         except TileRefused:
             return None
         return self.files.read(path)
+
+    def published_entry(self, index: int) -> dict[str, Any] | None:
+        """Entry `index` as the newest checkpoint's tiles hold it: its decoded JSON, its RFC
+        9162 leaf hash and its bundle's tile path; None past that tree. LogRefused when the
+        bundle is missing or does not hold a JSON entry there."""
+        size = self.ledger.head().published
+        if not 0 <= index < size:
+            return None
+        bundle = tile_for(ENTRIES_LEVEL, index // TILE_WIDTH, size)
+        data = TileFetcher(self.files, size).entries(bundle.index)[index % TILE_WIDTH]
+        try:
+            decoded = json.loads(data)
+        except ValueError as garbled:
+            raise LogRefused(f"entry {index} in {bundle.path()} is not JSON") from garbled
+        return {
+            "index": index,
+            "entry": decoded,
+            "leafHash": leaf_hash(data).hex(),
+            "bundle": bundle.path(),
+        }

@@ -50,6 +50,7 @@ from forkhorse.service.ancestry import GenerationAncestry
 from forkhorse.service.facade import Service, ServiceSettings
 from forkhorse.service.log_events import GateLog
 from forkhorse.service.log_publishing import LogPublishing, LogSelfCheck
+from forkhorse.service.log_repair import repair_intents
 from forkhorse.service.transparency import TransparencyLog
 from forkhorse.tlog.verify import LogKey
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
@@ -248,6 +249,7 @@ def build_local_app(
         GenerationAncestry(SqliteAncestryMemo(runtime.home / ANCESTRY_NAME)),
         runtime.deps.gate_log,
     )
+    repair_intents(service.context)  # what a crash left between an object and its entry
     promotes = LocalPromotes(
         service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
     )
@@ -260,7 +262,7 @@ def build_local_app(
         git_token_resolver(service),
         git_repo_lookup(service),
         runtime.events,
-        imported=runtime.deps.gate_log.imported,
+        import_log=runtime.deps.gate_log,
     )
     return LocalApp(runtime, service, api, LocalHttp(api, git), promotes)
 

@@ -14,12 +14,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from forkhorse.ports.transparency import Appended, LogHead
+from forkhorse.ports.transparency import Appended, Intent, LogHead
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS log_entries (
     idx INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, entry BLOB NOT NULL,
     written_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS log_intents (
+    key TEXT PRIMARY KEY, entry BLOB NOT NULL, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log_head (
     one INTEGER PRIMARY KEY CHECK (one = 1), size INTEGER NOT NULL, published INTEGER NOT NULL,
     previous INTEGER NOT NULL, checkpoint TEXT, last_check TEXT);
@@ -67,6 +69,7 @@ class SqliteLogLedger:
         with self._transaction(immediate=True) as conn:
             found = conn.execute("SELECT idx FROM log_entries WHERE key = ?", (key,)).fetchone()
             if found is not None:
+                conn.execute("DELETE FROM log_intents WHERE key = ?", (key,))
                 return Appended(found[0], new=False)
             updated = conn.execute(
                 "UPDATE log_head SET size = size + 1 WHERE one = 1 AND size = ?", (size,)
@@ -77,7 +80,26 @@ class SqliteLogLedger:
                 "INSERT INTO log_entries (idx, key, entry, written_at) VALUES (?, ?, ?, ?)",
                 (size, key, entry, now.isoformat()),
             )
+            conn.execute("DELETE FROM log_intents WHERE key = ?", (key,))
         return Appended(size, new=True)
+
+    def intend(self, key: str, entry: bytes, now: datetime) -> None:
+        with self._transaction(immediate=True) as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO log_intents (key, entry, at) VALUES (?, ?, ?)",
+                (key, entry, now.isoformat()),
+            )
+
+    def intents(self, limit: int) -> list[Intent]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                "SELECT key, entry, at FROM log_intents ORDER BY at, key LIMIT ?", (limit,)
+            ).fetchall()
+        return [Intent(row[0], bytes(row[1]), datetime.fromisoformat(row[2])) for row in rows]
+
+    def drop_intent(self, key: str) -> None:
+        with self._transaction(immediate=True) as conn:
+            conn.execute("DELETE FROM log_intents WHERE key = ?", (key,))
 
     def index_of(self, key: str) -> int | None:
         with self._transaction() as conn:

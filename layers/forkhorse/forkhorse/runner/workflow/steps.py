@@ -483,7 +483,8 @@ def _publish(
     )
     digest = records.put_record(deps.store, record, deps.clock.now())
     if deps.attestor is not None:
-        deps.attestor.attest_receipt(record, digest, deps.clock.now())
+        intend = deps.gate_log.intending_receipt(record, digest)
+        deps.attestor.attest_receipt(record, digest, deps.clock.now(), intend)
     deps.gate_log.receipt(record, digest)
     attached = deps.store.attach(
         run.review_id,

@@ -14,6 +14,7 @@ from forkhorse.ports.git import DEFAULT_BRANCH
 from forkhorse.service.attestations import receipt_attestation_path
 from forkhorse.service.context import Context
 from forkhorse.service.errors import Conflict
+from forkhorse.service.log_events import approval_entry
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,8 @@ def attest_promotion(context: Context, promotion: Promotion) -> None:
     if attestor.signer is None:
         log.error("promotion %s is done but unattested: no signing key here", promotion.id)
         return
-    attestor.attest_promotion(promotion_facts(context, promotion), context.clock.now())
+    facts, now = promotion_facts(context, promotion), context.clock.now()
+    attestor.attest_promotion(facts, now, context.gate_log.intending_promotion(promotion))
     log_promotion(context, promotion)
 
 
@@ -39,7 +41,7 @@ def log_promotion(context: Context, promotion: Promotion) -> None:
     review = context.store.get_review(promotion.review_id)
     approval = None if review is None else review.approval
     if approval is not None and approval.commit == promotion.commit:
-        gate.approval(promotion.project_id, promotion.review_id, approval)
+        gate.append(approval_entry(promotion.project_id, promotion.review_id, approval))
     if promotion.digest is not None:
         record = records.get_record(context.store, promotion.digest)
         if record is not None:
