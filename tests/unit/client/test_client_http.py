@@ -46,7 +46,8 @@ def _client(
         return answer
 
     config = ClientConfig("https://service", "the-token")
-    return ForkhorseClient(config, transport=httpx.MockTransport(handle), pause=lambda _: None)
+    transport = httpx.MockTransport(handle)
+    return ForkhorseClient(config, transport=transport, pause=lambda _: None, witness=False)
 
 
 def test_a_read_is_retried_through_5xx_and_dropped_connections() -> None:

@@ -6,12 +6,19 @@ review or a promote is never requested twice. Refusals raise `ApiError` with the
 sentence; the token travels only in the Authorization header and is never in a message.
 Every request goes to the configured service's origin (`forkhorse.client.origin`) and no
 redirect is followed: a 3xx is an error, so a `Location` elsewhere never gets the token.
+
+The client is a witness of the server's transparency log (`forkhorse.client.witness`): before
+its first request, and before each request that changes something, it checks the log's
+newest checkpoint against the one it verified before (one small GET of `/log/checkpoint`,
+without the token, when nothing changed) and refuses to go on (`WitnessRefused`) when the
+server shows another history.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,9 +27,11 @@ from pydantic import BaseModel
 
 from forkhorse import responses
 from forkhorse.api import models as bodies
-from forkhorse.client.config import ClientConfig
+from forkhorse.client.config import ClientConfig, witness_path
 from forkhorse.client.errors import ApiError, ClientError, ServiceUnavailable
+from forkhorse.client.log_source import HttpLogSource
 from forkhorse.client.origin import Origin, OriginError, origin_of, service_origin
+from forkhorse.client.witness import LogWitness, Witnessed, WitnessState
 
 CONNECT_SECONDS = 10.0
 # A promote request may wait up to the service's promote wait (25 s) before answering.
@@ -71,7 +80,11 @@ class ForkhorseClient:
         *,
         transport: httpx.BaseTransport | None = None,
         pause: Callable[[float], None] = time.sleep,
+        witness: bool = True,
+        witness_state: Path | None = None,
     ) -> None:
+        """`witness_state` is the witness's file (default: `config.witness_path()`);
+        `witness=False` turns the witness off (tests of the HTTP policy alone)."""
         self.config = config
         self._origin = service_origin(config.url)
         self._pause = pause
@@ -82,6 +95,10 @@ class ForkhorseClient:
             transport=transport or httpx.HTTPTransport(retries=CONNECT_RETRIES),
             follow_redirects=False,
         )
+        state = WitnessState(witness_state or witness_path())
+        self._witness = LogWitness(state) if witness else None
+        self._witness_due = True
+        self.witnessed: Witnessed | None = None
 
     def close(self) -> None:
         self._http.close()
@@ -92,9 +109,26 @@ class ForkhorseClient:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    # --- the witness ----------------------------------------------------------------------
+    def witness_log(self) -> Witnessed | None:
+        """Look at the server's transparency log now; None when the witness is off.
+        Raises WitnessRefused when the log is not the one this client verified before."""
+        if self._witness is None:
+            return None
+        self._witness_due = False
+        self.witnessed = self._witness.observe(self.config.url, HttpLogSource(self._http, "log/"))
+        return self.witnessed
+
+    def witness_next_call(self) -> None:
+        """Have the witness look again before the next request (the MCP server's tool calls
+        share one client)."""
+        self._witness_due = True
+
     # --- transport ------------------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One call; 2xx answers `(status, json)`, anything else raises."""
+        if self._witness is not None and (self._witness_due or method != "GET"):
+            self.witness_log()
         attempts = IDEMPOTENT_ATTEMPTS if method in IDEMPOTENT else 1
         for attempt in range(1, attempts + 1):
             try:

@@ -1,9 +1,10 @@
 """The agents' and owners' client commands: `forkhorse login | submit | status | wait |
 review-receipts attach | projects | packets | approve | promote | settings | gate REVIEW |
-mcp`.
+mcp`, and the transparency log's `verify-log | witness` (`forkhorse.client.log_cli`).
 
 Exit codes: 0 passed (or done), 1 failed (a failing receipt, or promote's exact 409),
-2 infrastructure-error, timed-out or an unreachable service, 3 usage or authority errors.
+2 infrastructure-error, timed-out or an unreachable service, 3 usage or authority errors,
+4 the server's transparency log refused (the witness saw another history).
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from forkhorse.client import config, gitpush
-from forkhorse.client.errors import ApiError, ClientError, ServiceUnavailable, UsageError
+from forkhorse.client import config, gitpush, log_cli
+from forkhorse.client.errors import (
+    ApiError,
+    ClientError,
+    ServiceUnavailable,
+    UsageError,
+    WitnessRefused,
+)
 from forkhorse.client.exits import (
     DEFAULT_WAIT_SECONDS,
     EXIT_FAILED,
     EXIT_INFRASTRUCTURE,
+    EXIT_LOG_REFUSED,
     EXIT_OF_OUTCOME,
     EXIT_PASSED,
     EXIT_USAGE,
@@ -72,6 +80,7 @@ COMMANDS = frozenset(
         REVIEW_GATE,
         "mcp",
     }
+    | log_cli.COMMANDS
 )
 
 
@@ -161,6 +170,7 @@ def register(subparsers: Subparsers) -> None:
         "mcp", parents=[connection], help="the MCP server for agents, over stdio"
     )
     mcp.set_defaults(func=_mcp)
+    log_cli.register(subparsers)
 
 
 def route(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
@@ -234,6 +244,9 @@ def _run(args: argparse.Namespace) -> int:
     except UsageError as wrong:
         _fail(args, {"error": str(wrong)}, EXIT_USAGE)
         return EXIT_USAGE
+    except WitnessRefused as refused:
+        _fail(args, {"error": str(refused)}, EXIT_LOG_REFUSED)
+        return EXIT_LOG_REFUSED
     except (ServiceUnavailable, WaitTimedOut, ClientError) as broken:
         _fail(args, {"error": str(broken)}, EXIT_INFRASTRUCTURE)
         return EXIT_INFRASTRUCTURE

@@ -18,6 +18,7 @@ URL_VARIABLE = "FORKHORSE_URL"
 TOKEN_VARIABLE = "FORKHORSE_TOKEN"  # noqa: S105 (a variable name, not a secret)
 PROFILE_VARIABLE = "FORKHORSE_PROFILE"
 PROJECT_VARIABLE = "FORKHORSE_PROJECT"
+WITNESS_STATE_VARIABLE = "FORKHORSE_WITNESS_STATE"
 DEFAULT_PROFILE = "default"
 # A token is one line; anything longer is not a token file.
 MAX_TOKEN_BYTES = 4096
@@ -62,6 +63,13 @@ def config_path() -> Path:
     return Path(base) / "forkhorse" / "config.toml"
 
 
+def witness_path() -> Path:
+    """Where the witness keeps each server's pinned log key and newest verified checkpoint:
+    beside the profiles, unless FORKHORSE_WITNESS_STATE names another file."""
+    chosen = os.environ.get(WITNESS_STATE_VARIABLE)
+    return Path(chosen) if chosen else config_path().parent / "witness.json"
+
+
 def read_token_file(path: Path) -> str:
     try:
         with path.open("rb") as handle:
@@ -100,14 +108,13 @@ def resolve(
     project: str | None = None,
 ) -> ClientConfig:
     """Each setting from the first place that has it: flag, environment, profile."""
-    name = profile or os.environ.get(PROFILE_VARIABLE) or DEFAULT_PROFILE
-    stored = _profiles(config_path()).get(name, {})
+    stored = _stored(profile)
     token = (
         read_token_file(token_file)
         if token_file is not None
         else os.environ.get(TOKEN_VARIABLE) or stored.get("token")
     )
-    found_url = url or os.environ.get(URL_VARIABLE) or stored.get("url")
+    found_url, chosen = _url_and_project(stored, url, project)
     if not found_url:
         raise UsageError(
             f"No service URL: pass --url, set {URL_VARIABLE} or run `forkhorse login`."
@@ -116,8 +123,28 @@ def resolve(
         raise UsageError(
             f"No token: pass --token-file, set {TOKEN_VARIABLE} or run `forkhorse login`."
         )
+    return ClientConfig(found_url, token, chosen)
+
+
+def configured(
+    url: str | None = None, profile: str | None = None, project: str | None = None
+) -> tuple[str | None, str | None]:
+    """The service URL and project as `resolve` finds them, for commands that need no
+    token (`verify-log`, `witness`); None where none is configured."""
+    return _url_and_project(_stored(profile), url, project)
+
+
+def _stored(profile: str | None) -> dict[str, str]:
+    name = profile or os.environ.get(PROFILE_VARIABLE) or DEFAULT_PROFILE
+    return _profiles(config_path()).get(name, {})
+
+
+def _url_and_project(
+    stored: dict[str, str], url: str | None, project: str | None
+) -> tuple[str | None, str | None]:
+    found = url or os.environ.get(URL_VARIABLE) or stored.get("url")
     chosen = project or os.environ.get(PROJECT_VARIABLE) or stored.get("project")
-    return ClientConfig(found_url.rstrip("/"), token, chosen)
+    return (found.rstrip("/") if found else None), chosen
 
 
 def _toml_string(value: str) -> str:

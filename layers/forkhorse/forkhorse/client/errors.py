@@ -17,6 +17,17 @@ class ServiceUnavailable(ClientError):
     """The service could not be reached, or kept answering 5xx (exit code 2)."""
 
 
+class LogUnavailable(ServiceUnavailable):
+    """The transparency log could not be read: unreachable, or an answer other than a
+    file or 404 (exit code 2)."""
+
+
+class WitnessRefused(ClientError):
+    """The server's transparency log is not the one this client verified before: another
+    key, a rollback, a split view, rewritten history or tiles that do not match. The message
+    names what changed (exit code 4)."""
+
+
 class ApiError(ClientError):
     """The service refused: its status, its `{"error"}` sentence and any gate `reasons`."""
 

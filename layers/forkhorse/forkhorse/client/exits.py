@@ -11,6 +11,9 @@ EXIT_PASSED = 0
 EXIT_FAILED = 1
 EXIT_INFRASTRUCTURE = 2
 EXIT_USAGE = 3
+# The transparency log is refused: the witness saw another key, a rollback, a split view or
+# rewritten history, or `verify-log` found the log itself broken (signature, tiles, proofs).
+EXIT_LOG_REFUSED = 4
 EXIT_OF_OUTCOME = {
     "passed": EXIT_PASSED,
     "failed": EXIT_FAILED,

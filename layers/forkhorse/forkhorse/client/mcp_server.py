@@ -2,6 +2,8 @@
 
 Every tool answers a typed model (its output schema); a refusal is a tool error carrying
 the service's own sentence. Credentials come from the same configuration as the CLI.
+The client's witness looks at the server's transparency log at the start of each tool call;
+a log it refuses (another key, a rollback, a split view, rewritten history) fails the call.
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ def build(config: ClientConfig) -> MCPServer[Any]:
     )
 
     def call[T](move: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        client.witness_next_call()
         try:
             result = move(*args, **kwargs)
         except ClientError as failed:
@@ -216,6 +219,7 @@ def build(config: ClientConfig) -> MCPServer[Any]:
     ) -> Settled:
         """Follow the review's receipt until it settles, with a progress notification as
         each check starts and ends; an error if it is still running after the timeout."""
+        client.witness_next_call()
         events = follow(
             lambda: review_summary(client, project, review),
             timeout=min(timeout_seconds, MAX_WAIT_SECONDS),
