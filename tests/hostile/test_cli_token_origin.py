@@ -163,6 +163,8 @@ class Pair:
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Pair]:
     service, other = Recorder(), Recorder()
+    # A service that keeps no transparency log: the client's witness asks, and goes on.
+    service.json("GET", "/log/key", {"error": "No transparency log."}, "404 Not Found")
     served = [LoopbackWsgi(service).start(), LoopbackWsgi(other).start()]
     home = tmp_path / "home"
     home.mkdir()
@@ -244,8 +246,8 @@ def test_submit_refuses_a_clone_url_on_another_origin(
     assert "Refusing to send the token" in ran.stderr
     assert "another origin than the configured service" in ran.stderr
     assert TOKEN not in ran.stderr + ran.stdout
-    # Refused before claiming or asking for a review.
-    assert pair.service.paths() == [f"/projects/{PROJECT}/state"]
+    # Refused before claiming or asking for a review (the witness asked for the log's key).
+    assert pair.service.paths() == ["/log/key", f"/projects/{PROJECT}/state"]
 
 
 def test_the_mcp_submit_refuses_a_clone_url_on_another_origin(pair: Pair, tmp_path: Path) -> None:

@@ -162,10 +162,10 @@ class Verification:
         note = ""
         try:
             report.checkpoint, note = fetch_checkpoint(self.source, self.key)
-            check_tiles(TileFetcher(self.source, report.checkpoint.size), report.checkpoint)
-            if self.previous is not None:
+            if self.previous is not None:  # a rollback or split view needs no tile to show
                 report.previous = self.previous
                 check_append_only(self.source, self.previous, report.checkpoint)
+            check_tiles(TileFetcher(self.source, report.checkpoint.size), report.checkpoint)
             raw = all_entries(self.source, report.checkpoint)
             entries = _parse(report, raw)
             self._include(report, report.checkpoint, raw, entries, selection)
