@@ -212,8 +212,30 @@ class ReviewView(_Response):
     promotion: DonePromotion | None
 
 
+class LogEntryLink(_Response):
+    """Where the transparency log holds the review's attached receipt."""
+
+    index: int = Field(description="The entry's index in the log.")
+    entry: str = Field(
+        description=(
+            "The entry, its leaf hash and its bundle's tile path: `GET /log/entry/{index}`"
+            " (404 until a signed checkpoint includes it)."
+        )
+    )
+    checkpoint: str = Field(description="The newest signed checkpoint: `GET /log/checkpoint`.")
+
+
+class ReviewDetail(ReviewView):
+    """One review as `/state` shows it, with its attached receipt's log entry (read for
+    one review at a time, so the lists leave it out)."""
+
+    log_entry: LogEntryLink | None = Field(
+        description="The attached receipt's log entry; null while none is logged."
+    )
+
+
 class ReviewBody(_Response):
-    review: ReviewView
+    review: ReviewDetail
 
 
 class ReviewPage(_Response):

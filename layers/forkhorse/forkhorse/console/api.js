@@ -42,4 +42,8 @@ export const paths = {
   review: (project, review) => `/projects/${enc(project)}/reviews/${enc(review)}`,
   reviews: (project, cursor) => paged(`/projects/${enc(project)}/reviews`, cursor),
   ledger: (project, cursor) => paged(`/projects/${enc(project)}/ledger`, cursor),
+  log: () => '/log',
+  logKey: () => '/log/key',
+  logCheckpoint: () => '/log/checkpoint',
+  logEntry: (index) => `/log/entry/${Number(index)}`,
 };

@@ -1,11 +1,12 @@
-// The owner's projects, and a form to create one.
+// The owner's projects, a form to create one, and the deployment's transparency log.
 import { announce, fill, h, shortSha, table } from './dom.js';
 import { api, get, paths } from './api.js';
+import { logPanel } from './transparency.js';
 
 export function projectsPage(ctx) {
   ctx.title('Projects');
   const list = h('div', { id: 'project-list' }, h('p', { class: 'muted' }, 'Loading projects…'));
-  fill(ctx.main, h('h1', { tabindex: '-1' }, 'Projects'), list, createForm(ctx));
+  fill(ctx.main, h('h1', { tabindex: '-1' }, 'Projects'), list, createForm(ctx), logPanel(ctx));
   get(paths.projects()).then((data) => {
     fill(list, projectTable(data.projects));
     ctx.ready();

@@ -1,6 +1,6 @@
-// One review: its commit, receipt, checks and logs, the gate's decision, how its checks
-// differ from canonical's, the run's graph beside its latest promote execution, and the
-// Flow-Next receipts attached to it.
+// One review: its commit, receipt (and its entry in the transparency log), checks and logs,
+// the gate's decision, how its checks differ from canonical's, the run's graph beside its
+// latest promote execution, and the Flow-Next receipts attached to it.
 import {
   announce, badge, copyButton, duration, errorBox, facts, fill, h, reasonList, repeat, section,
   shortSha, table, when,
@@ -144,7 +144,15 @@ class ReviewPage {
         : h('span', { class: 'muted' }, receipt.status === 'running'
           ? 'None yet: the run is still going.' : 'None: no record was attached.')],
       receipt.digest ? signatureFact(this.envelope, `receipt-${shortSha(receipt.digest)}.dsse.json`) : null,
+      receipt.digest ? ['Transparency log', this.logEntry()] : null,
     ]);
+  }
+
+  /** The link to the receipt's entry in the log (its JSON, the bundle and leaf hash). */
+  logEntry() {
+    const entry = this.review.logEntry;
+    if (!entry) return h('span', { id: 'log-entry', class: 'muted' }, 'Not in this deployment\'s log yet.');
+    return h('a', { id: 'log-entry', href: paths.logEntry(entry.index) }, `log entry #${entry.index}`);
   }
 
   // --- the gate ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import binascii
 from collections.abc import Callable
 
 from forkhorse.domain.limits import PAGE
+from forkhorse.domain.log_entries import receipt_key
 from forkhorse.domain.model import LedgerEntry, Packet, Review
 from forkhorse.ports.store import PromotionStore
 from forkhorse.responses import (
@@ -31,7 +32,13 @@ from forkhorse.responses import (
 from forkhorse.service.context import Context, may_see_review
 from forkhorse.service.errors import BadRequest, NotFound
 from forkhorse.service.identity import Caller
-from forkhorse.service.views import done_promotion, ledger_view, packet_state, review_view
+from forkhorse.service.views import (
+    done_promotion,
+    ledger_view,
+    packet_state,
+    review_detail,
+    review_view,
+)
 
 BAD_CURSOR = "The cursor is not one this API issued for this project."
 BAD_LIMIT = f"The page size must be 1 to {PAGE.max_size}."
@@ -174,4 +181,13 @@ class Listings:
         project = self._c.visible_project(caller, project_id, "read reviews")
         review = self._c.visible_review(caller, project, review_id)
         [view] = review_views(caller, self._c.store, project.id, [review])
-        return ReviewBody(review=view)
+        return ReviewBody(review=review_detail(view, self._receipt_log_index(view)))
+
+    def _receipt_log_index(self, view: ReviewView) -> int | None:
+        """The attached receipt's index in the log: one ledger read, so only for one review
+        (a page would read one per row); None without a receipt, an entry or a log."""
+        log = self._c.gate_log.log
+        digest = None if view.receipt is None else view.receipt.digest
+        if log is None or digest is None:
+            return None
+        return log.index_of(receipt_key(digest))

@@ -29,7 +29,7 @@ from forkhorse.service.context import Context
 from forkhorse.service.errors import BadRequest, Conflict, Forbidden, NotFound
 from forkhorse.service.identity import Caller
 from forkhorse.service.review_receipts import ReviewReceipts
-from forkhorse.service.views import review_view
+from forkhorse.service.views import review_detail, review_view
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Reviews:
             if not self._c.store.create_review(review):
                 raise Conflict("That review already exists.")
             self._c.orchestrator.start_run(run)
-        return ReviewBody(review=review_view(review, None))
+        return ReviewBody(review=review_detail(review_view(review, None), None))
 
     def _require_commit(self, project_id: str, sha: str) -> None:
         """A fork head that names a tag, tree or blob cannot be reviewed or promoted."""

@@ -21,11 +21,13 @@ from forkhorse.responses import (
     DonePromotion,
     ForkView,
     LedgerView,
+    LogEntryLink,
     PacketState,
     PacketView,
     PendingPromotion,
     ProjectView,
     PromotionLinks,
+    ReviewDetail,
     ReviewView,
 )
 
@@ -129,6 +131,15 @@ def review_view(review: Review, promotion: DonePromotion | None) -> ReviewView:
         approval=None if review.approval is None else approval_view(review.approval),
         promotion=promotion,
     )
+
+
+def review_detail(view: ReviewView, log_index: int | None) -> ReviewDetail:
+    """One review with its receipt's log entry, at `log_index` (None: not logged)."""
+    return ReviewDetail(**dict(view), log_entry=None if log_index is None else _log_link(log_index))
+
+
+def _log_link(index: int) -> LogEntryLink:
+    return LogEntryLink(index=index, entry=f"/log/entry/{index}", checkpoint="/log/checkpoint")
 
 
 def ledger_view(entry: LedgerEntry) -> LedgerView:

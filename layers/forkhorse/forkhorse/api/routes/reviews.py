@@ -77,7 +77,10 @@ class ReviewRoutes:
         )(self.ledger_entry)
         get(
             REVIEW,
-            description="One review, as `/state` and the pages show it.",
+            description=(
+                "One review, as `/state` and the pages show it, and where the transparency"
+                " log holds its attached receipt (`logEntry`, read for this review alone)."
+            ),
             responses=answers(200, ok("The review.", links.requested_review())),
             **operation("getReview", "One review.", REVIEWS),
         )(self.review)
