@@ -7,6 +7,7 @@ import pytest
 from forkhorse.ports.git import GitHost, GitStore, Snapshot
 from forkhorse.ports.journal import PromoteJournal
 from forkhorse.ports.store import Store
+from forkhorse.ports.transparency import LogLedger
 
 from tests.support.faults import (
     CrashPoint,
@@ -18,7 +19,7 @@ from tests.support.faults import (
     unclassified,
 )
 
-PORTS = [Store, GitStore, Snapshot, GitHost, PromoteJournal]
+PORTS = [Store, GitStore, Snapshot, GitHost, PromoteJournal, LogLedger]
 
 
 @pytest.mark.parametrize("port", PORTS, ids=lambda port: port.__name__)

@@ -4,6 +4,7 @@ a restarted local app, and the walk that finishes a crashed path as a user would
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from forkhorse.adapters.containers.common import DEPLOYMENT_LABEL
 from forkhorse.adapters.containers.podman_cli import Podman
+from forkhorse.domain.log_entries import promotion_key, receipt_key
 from forkhorse.domain.model import Review
 from forkhorse.ports.git import DEFAULT_BRANCH, GitStore
 from forkhorse.ports.store import Store
@@ -20,6 +22,8 @@ from forkhorse.runner.workflow.steps import EXPORT_PREFIX
 from forkhorse.service.errors import ServiceError
 from forkhorse.service.facade import Service
 from forkhorse.service.identity import Caller
+from forkhorse.service.log_events import approval_entry
+from forkhorse.service.log_repair import repair_intents
 from forkhorse.wiring.local import LocalApp
 
 from tests.integration.faults.path_worker import OWNER, RUN_SECONDS
@@ -58,6 +62,7 @@ def check_local(app: LocalApp, ids: dict[str, str], *, restarted: bool = True) -
     journal write failed (its start, or its end) may stay unfinished in the journal, but
     only with its promotion settled: the next start's resume ends it, writing nothing."""
     check_invariants(local(app, ids), ids)
+    check_log(app)
     store, journal = app.runtime.store, app.runtime.journal
     unfinished = journal.unfinished()
     if restarted:
@@ -66,6 +71,30 @@ def check_local(app: LocalApp, ids: dict[str, str], *, restarted: bool = True) -
         promotion = store.get_promotion(ids["project"], promotion_id)
         assert promotion is not None
         assert promotion.state in ("done", "failed"), promotion
+
+
+def check_log(app: LocalApp) -> None:
+    """The log and the store agree once the upkeep ran (at a restart, or its next round in
+    a live server): every signed envelope and every approval has its entry, every entry's
+    object is the one logged, and the newest checkpoint covers the whole ledger."""
+    repair_intents(app.service.context)
+    report = app.runtime.log_check.run(full=True)
+    assert report["ok"], report["problems"]
+    transparency = app.service.log
+    assert transparency is not None
+    head = transparency.head()
+    assert head.published == head.size, "a logged entry no checkpoint covers"
+    with sqlite3.connect(app.runtime.store.path) as db:
+        subjects = [row[0] for row in db.execute("SELECT subject FROM attestations")]
+    for subject in subjects:
+        kind, _, rest = subject.partition("/")
+        key = receipt_key(rest) if kind == "receipt" else promotion_key(*rest.split("/"))
+        assert transparency.index_of(key) is not None, f"{subject} is signed but not logged"
+    for project in app.runtime.store.list_projects():
+        for review in app.runtime.store.list_reviews(project.id):
+            if review.approval is not None:
+                key = approval_entry(project.id, review.id, review.approval).key
+                assert transparency.index_of(key) is not None, "an approval is not logged"
 
 
 def check_invariants(deployment: Deployment, ids: dict[str, str]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from forkhorse.adapters.containers.images import ImageRegistry
 from forkhorse.adapters.git.disk import DiskGitHost
 from forkhorse.adapters.sqlite import SqliteStore
+from forkhorse.adapters.sqlite.transparency import SqliteLogLedger
 from forkhorse.adapters.sqlite_journal import SqlitePromoteJournal
 from forkhorse.domain.git_access import mint_canonical_write_capability
 from forkhorse.ports.git import DEFAULT_BRANCH
@@ -55,8 +56,14 @@ PATH = [
     PathWrite("SqliteStore.update_summary", "full"),  # its result on /state...
     PathWrite("SqliteStore.put_record_chunks", "full"),  # ...and its check record
     PathWrite("SqliteStore.put_record_chunks", "finalize"),  # the receipt record...
+    PathWrite("SqliteLogLedger.intend", "finalize"),  # its log entry's intent, signed...
+    PathWrite("SqliteLogLedger.append", "finalize"),  # ...logged...
+    PathWrite("SqliteLogLedger.publish", "finalize"),  # ...in a signed checkpoint...
     PathWrite("SqliteStore.attach", "finalize"),  # ...attached
+    PathWrite("SqliteLogLedger.intend", "approve"),
     PathWrite("SqliteStore.approve", "approve"),
+    PathWrite("SqliteLogLedger.append", "approve"),
+    PathWrite("SqliteLogLedger.publish", "approve"),
     PathWrite("SqliteStore.request_promotion", "promote"),
     PathWrite("SqlitePromoteJournal.start", "promote"),
     PathWrite("SqliteStore.acquire_lease", "Acquire"),
@@ -72,12 +79,20 @@ PATH = [
     PathWrite("SqliteStore.update_summary", "full"),
     PathWrite("SqliteStore.put_record_chunks", "full"),
     PathWrite("SqliteStore.put_record_chunks", "finalize"),
+    PathWrite("SqliteLogLedger.intend", "finalize"),
+    PathWrite("SqliteLogLedger.append", "finalize"),
+    PathWrite("SqliteLogLedger.publish", "finalize"),
     PathWrite("SqliteStore.attach", "finalize"),
     PathWrite("SqlitePromoteJournal.record", "RunChecks"),
     PathWrite("SqliteStore.arm_promotion", "Verify"),
     PathWrite("SqlitePromoteJournal.record", "Verify"),
     PathWrite("DiskGitStore.update_canonical_ref", "Write"),
     PathWrite("SqliteStore.settle_promotion", "Write"),
+    PathWrite("SqliteLogLedger.intend", "Write"),  # the VSA's entry, signed...
+    PathWrite("SqliteLogLedger.append", "Write"),  # ...after its approval's (again: no-op)...
+    PathWrite("SqliteLogLedger.append", "Write"),  # ...and its receipt's (again: no-op)...
+    PathWrite("SqliteLogLedger.append", "Write"),  # ...logged...
+    PathWrite("SqliteLogLedger.publish", "Write"),  # ...in a signed checkpoint
     PathWrite("SqlitePromoteJournal.record", "Write"),
     PathWrite("SqliteStore.release_lease", "Release"),
     PathWrite("SqlitePromoteJournal.record", "Release"),
@@ -96,6 +111,7 @@ def faulty_wiring(plan: FaultPlan, patch: Callable[[object, str, Any], None] = s
         ("SqliteStore", SqliteStore),
         ("DiskGitHost", DiskGitHost),
         ("SqlitePromoteJournal", SqlitePromoteJournal),
+        ("SqliteLogLedger", SqliteLogLedger),
     ):
         patch(wiring, name, wrap(real))
 

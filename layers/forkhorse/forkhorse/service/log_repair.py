@@ -43,7 +43,7 @@ class Repair:
 
 
 def repair_intents(context: Context) -> Repair:
-    """Settle the oldest outstanding intents (bounded per call)."""
+    """Settle the oldest outstanding intents (bounded per call), then publish."""
     repair = Repair()
     transparency = context.gate_log.log
     if transparency is None:
@@ -65,6 +65,7 @@ def repair_intents(context: Context) -> Repair:
             repair.waiting.append(intent.key)
     if repair.appended or repair.dropped:
         log.warning("log repair: appended %s, dropped %s", repair.appended, repair.dropped)
+    transparency.publish()  # and what a failed publish left uncovered
     return repair
 
 

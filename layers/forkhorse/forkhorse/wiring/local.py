@@ -7,6 +7,7 @@ same `LocalApp`, so what the tests exercise is what a user runs.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 from collections.abc import Mapping
@@ -94,6 +95,7 @@ class LocalRuntime:
     quick_deps: QuickDeps
     supervisor: LocalSupervisor
     journal: SqlitePromoteJournal
+    log_check: LogSelfCheck
 
     def close(self) -> None:
         self.supervisor.shutdown()
@@ -127,7 +129,7 @@ def build_local_runtime(
     clock = clock or SystemClock()
     evidence = StoreEvidenceDrop(store, clock)
     attestor = local_attestor(home, store.path, clock)
-    gate_log = local_gate_log(home, store.path, attestor, clock)
+    gate_log, log_check = local_gate_log(home, store.path, attestor, clock)
     quick_deps = QuickDeps(sandbox=sandbox or BwrapSandbox(), git=git, evidence=evidence)
     deps = RunnerDeps(
         store=store,
@@ -152,7 +154,16 @@ def build_local_runtime(
     supervisor.recover()
     journal = SqlitePromoteJournal(store.path)
     return LocalRuntime(
-        home, store, git, InProcessEventBus(), registry, deps, quick_deps, supervisor, journal
+        home,
+        store,
+        git,
+        InProcessEventBus(),
+        registry,
+        deps,
+        quick_deps,
+        supervisor,
+        journal,
+        log_check,
     )
 
 
@@ -163,9 +174,11 @@ def local_attestor(home: Path, database: Path, clock: Clock) -> Attestor:
     return attestor
 
 
-def local_gate_log(home: Path, database: Path, attestor: Attestor, clock: Clock) -> GateLog:
+def local_gate_log(
+    home: Path, database: Path, attestor: Attestor, clock: Clock
+) -> tuple[GateLog, LogSelfCheck]:
     """The home's transparency log: the ledger in the Store's database, tiles under
-    `home/log`, published and self-checked in process with the home's key."""
+    `home/log`, published in process with the home's key; and its self-check."""
     files = DiskLogFiles(home / LOG_DIR)
     ledger = SqliteLogLedger(database)
     signer = attestor.signer
@@ -174,12 +187,12 @@ def local_gate_log(home: Path, database: Path, attestor: Attestor, clock: Clock)
     key = LogKey(log_origin(home), signer.public_key.keyval["public"])
     check = LogSelfCheck(ledger, files, key, clock)
     publisher = InlinePublisher(
-        LogPublishing(ledger, files, key, signer, clock), check, home / LOG_LOCK_NAME
+        LogPublishing(ledger, files, key, signer, clock), home / LOG_LOCK_NAME
     )
     gate = GateLog(TransparencyLog(ledger, files, publisher, clock, key), attestor)
     check.objects = gate.object_problem
     publisher.request()  # the first checkpoint, and whatever a crash left unpublished
-    return gate
+    return gate, check
 
 
 def log_origin(home: Path) -> str:
@@ -249,7 +262,9 @@ def build_local_app(
         GenerationAncestry(SqliteAncestryMemo(runtime.home / ANCESTRY_NAME)),
         runtime.deps.gate_log,
     )
-    repair_intents(service.context)  # what a crash left between an object and its entry
+    log_upkeep = functools.partial(_log_upkeep, service, runtime.log_check)
+    log_upkeep()  # what a crash left between an object and its entry, then a check
+    runtime.supervisor.attach_upkeep(log_upkeep)  # and again at each collection
     promotes = LocalPromotes(
         service.context, runtime.journal, runtime.home / HISTORY_DIR, after_step
     )
@@ -265,6 +280,11 @@ def build_local_app(
         import_log=runtime.deps.gate_log,
     )
     return LocalApp(runtime, service, api, LocalHttp(api, git), promotes)
+
+
+def _log_upkeep(service: Service, check: LogSelfCheck) -> None:
+    repair_intents(service.context)
+    check.run()
 
 
 def _follow(service: Service, detail: Mapping[str, object]) -> None:

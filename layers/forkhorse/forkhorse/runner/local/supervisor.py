@@ -105,6 +105,7 @@ class LocalSupervisor:
         self._collect_every = collect_every
         self._collect_grace = collect_grace
         self._collections = 0
+        self._upkeep: list[Callable[[], object]] = []
         self._stopping = threading.Event()
         self._collector = threading.Thread(target=lambda: None)
         self._collector.start()
@@ -152,6 +153,11 @@ class LocalSupervisor:
         """A long-lived server collects as the AWS schedule does, not only at its start."""
         while not self._stopping.wait(self._collect_every.total_seconds()):
             self._collect_garbage()
+            for upkeep in self._upkeep:
+                try:
+                    upkeep()
+                except Exception:
+                    log.exception("upkeep failed; it runs again at the next interval")
 
     def _collect_garbage(self) -> None:
         """Records nothing references, chunks a crash left without a manifest, the
@@ -182,6 +188,10 @@ class LocalSupervisor:
         if self._checkouts is None:
             return []
         return remove_stale_exports(self._checkouts, self._scheduler.active_keys())
+
+    def attach_upkeep(self, upkeep: Callable[[], object]) -> None:
+        """Run `upkeep` after each periodic collection (the log's repair and self-check)."""
+        self._upkeep.append(upkeep)
 
     def attach_promotes(self, promotes: LocalPromotes) -> None:
         """Promote workflows need the service's context, which is built on this supervisor."""
