@@ -223,6 +223,8 @@ def test_only_the_public_routes_skip_authorization(resources: dict[str, Any]) ->
         ("GET", "/console/{proxy+}"),
         ("GET", "/favicon.ico"),  # the console's mark: browsers ask unprompted
         ("GET", "/keys"),  # the public keys that verify evidence
+        ("GET", "/log"),  # the transparency log's status
+        ("GET", "/log/{proxy+}"),  # its checkpoint, tiles and key (c2sp.org/tlog-tiles)
         ("ANY", "/git/{proxy+}"),  # git smart HTTP checks Basic credentials itself
     }
 
@@ -257,11 +259,16 @@ def test_check_archives_expire(resources: dict[str, Any]) -> None:
     assert archives["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
 
 
-SIGNERS = ("FinalizeFunction", "PromoteWriteFunction", "PromoteSettleFunction")
+SIGNERS = (
+    "FinalizeFunction",
+    "PromoteWriteFunction",
+    "PromoteSettleFunction",
+    "LogPublisherFunction",
+)
 
 
 def test_only_the_trusted_steps_may_sign_evidence(resources: dict[str, Any]) -> None:
-    """Invariant 10: the key policy names the three signing roles and no one else may sign
+    """Invariant 10: the key policy names the four signing roles and no one else may sign
     (not the account's administrators); no role's own policy grants kms:Sign either."""
     key = resources["SigningKey"]["Properties"]
     assert (key["KeySpec"], key["KeyUsage"]) == ("ECC_NIST_P256", "SIGN_VERIFY")
@@ -401,12 +408,82 @@ def _allowed(role: dict[str, Any], action: str) -> list[Any]:
     ]
 
 
-def test_only_state_machines_invoke_functions(resources: dict[str, Any]) -> None:
-    """The PromoteFunction and its queueing are gone: no function invokes another."""
+PUBLISHER = {"Fn::GetAtt": ["LogPublisherFunction", "Arn"]}
+# Every function that appends to the transparency log (and so asks for its publish).
+LOG_APPENDERS = (
+    "ApiFunction",  # approvals, settings, policies
+    "GitHttpFunction",  # canonical's import
+    "FinalizeFunction",  # receipts
+    "RunRecoveryFunction",  # an interrupted run's receipt
+    "PromoteWriteFunction",  # promotions (and their approval and receipt again)
+    "PromoteSettleFunction",  # a write that landed unattested
+)
+
+
+def test_functions_invoke_no_function_but_the_log_publisher(resources: dict[str, Any]) -> None:
+    """The PromoteFunction and its queueing are gone: a function invokes no other, but an
+    appender asks the log's publisher to publish; the machines invoke their steps."""
     assert "PromoteFunction" not in resources
+    appender_roles = {f"{name}Role" for name in LOG_APPENDERS}
     for name, resource in resources.items():
         if resource["Type"] == "AWS::IAM::Role" and not name.endswith("StateMachineRole"):
-            assert _allowed(resource["Properties"], "lambda:InvokeFunction") == [], name
+            invoked = _allowed(resource["Properties"], "lambda:InvokeFunction")
+            assert invoked == ([PUBLISHER] if name in appender_roles else []), name
+    for name in LOG_APPENDERS:
+        variables = resources[name]["Properties"]["Environment"]["Variables"]
+        assert variables["LOG_PUBLISHER_FUNCTION"] == {"Ref": "LogPublisherFunction"}, name
+
+
+def test_the_log_publisher_publishes_alone_and_only_the_log(resources: dict[str, Any]) -> None:
+    """One publish at a time (the checkpoint never goes back); its schedule republishes what
+    a lost invoke left and self-checks; it may write only the ledger's items and the objects
+    under log/, and its self-check's problems are alarmed."""
+    publisher = resources["LogPublisherFunction"]["Properties"]
+    assert publisher["ReservedConcurrentExecutions"] == 1
+    schedule = resources["LogPublisherFunctionSelfCheck"]["Properties"]["ScheduleExpression"]
+    assert schedule == "rate(15 minutes)"
+    statements = _statements(_role_of(resources, "LogPublisherFunction"))
+    writes = [s for s in statements if set(_actions(s)) & {"dynamodb:PutItem", "s3:PutObject"}]
+    assert [_actions(s) for s in writes] == [
+        ["dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+        ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+    ]
+    ledger, files = writes
+    leading = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["LOG*"]}}
+    assert ledger["Condition"] == leading
+    assert files["Resource"] == {"Fn::Sub": "${ForkhorseBucket.Arn}/log/*"}
+    granted = {a for s in statements for a in _actions(s)}
+    assert granted == {
+        "dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:UpdateItem",
+        "dynamodb:PutItem", "dynamodb:DeleteItem", "s3:GetObject", "s3:PutObject",
+        "s3:DeleteObject", "s3:ListBucket", "sqs:SendMessage",
+    }  # fmt: skip
+    alarm = resources["LogSelfCheckAlarm"]["Properties"]
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("Forkhorse", "LogSelfCheckProblems")
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "forkhorse"}]
+    assert alarm["AlarmActions"] == [{"Ref": "OperatorAlarmTopic"}]
+
+
+def test_the_api_serves_the_log_and_its_public_key(resources: dict[str, Any]) -> None:
+    """Tiles from log/ and the key's public half, never a signature; the API and the
+    publisher name the log by one origin, derived from the stack unless given."""
+    api = _role_of(resources, "ApiFunction")
+    assert {"Fn::Sub": "${ForkhorseBucket.Arn}/log/*"} in _allowed(api, "s3:GetObject")
+    assert _allowed(api, "kms:GetPublicKey") == [{"Fn::GetAtt": ["SigningKey", "Arn"]}]
+    variables = {
+        name: resources[name]["Properties"]["Environment"]["Variables"]
+        for name in ("ApiFunction", "LogPublisherFunction")
+    }
+    assert variables["ApiFunction"]["LOG_KEY_ID"] == {"Ref": "SigningKey"}
+    origin = variables["ApiFunction"]["LOG_ORIGIN"]
+    assert origin == variables["LogPublisherFunction"]["LOG_ORIGIN"]
+    condition, derived, given = origin["Fn::If"]
+    assert (condition, given) == ("LogOriginFromStack", {"Ref": "LogOrigin"})
+    assert "${AWS::StackName}" in derived["Fn::Sub"]
+    rules = resources["ForkhorseBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    [log_files] = [rule for rule in rules if rule["Prefix"] == "log/"]
+    assert "ExpirationInDays" not in log_files, "tiles are the log: they never expire"
 
 
 def test_the_api_may_only_start_promote_runs(resources: dict[str, Any]) -> None:
@@ -560,7 +637,12 @@ def test_every_asynchronously_invoked_function_keeps_the_events_it_fails_on(
     """An event that still fails after Lambda's retries lands in FailedEventsQueue, whose
     alarm tells the operators; a function invoked synchronously returns its error instead."""
     invoked = _asynchronously_invoked()
-    assert invoked >= {"PushFunction", "RunRecoveryFunction", "CollectGarbageFunction"}
+    assert invoked >= {
+        "PushFunction",
+        "RunRecoveryFunction",
+        "CollectGarbageFunction",
+        "LogPublisherFunction",
+    }
     for name, resource in resources.items():
         if resource["Type"] != "AWS::Lambda::Function":
             continue
@@ -592,6 +674,7 @@ RESERVED_CONCURRENCY = {
     "FullOvertimeFunction": 20,
     "ApiFunction": 100,
     "BearerTokenAuthorizerFunction": 100,
+    "LogPublisherFunction": 1,  # publishes never overlap: the checkpoint never goes back
 }
 ACCOUNT_CONCURRENCY = 1000  # Lambda's default quota per Region
 UNRESERVED_MINIMUM = 100  # Lambda refuses reservations that leave less

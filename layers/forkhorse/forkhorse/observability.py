@@ -161,6 +161,12 @@ def promote_finished(outcome: str) -> None:
     count("Promotes", outcome=outcome)
 
 
+def log_checked(problems: int) -> None:
+    """The transparency log's scheduled self-check: how many problems it found (alarmed
+    above 0)."""
+    emit("LogSelfCheckProblems", MetricUnit.Count, problems)
+
+
 def count(name: str, **dimensions: str) -> None:
     emit(name, MetricUnit.Count, 1, **dimensions)
 

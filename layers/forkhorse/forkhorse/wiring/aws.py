@@ -6,6 +6,7 @@ recovery and PromoteRun steps the service over DynamoDB, S3 git and Step Functio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -16,10 +17,13 @@ from forkhorse import console
 from forkhorse.adapters.containers.fargate import FargateContainerPort, FargateSettings
 from forkhorse.adapters.dynamodb import DynamoDbStore
 from forkhorse.adapters.dynamodb.attestations import DynamoDbAttestations
+from forkhorse.adapters.dynamodb.transparency import DynamoDbLogLedger
 from forkhorse.adapters.dynamodb.waits import DynamoDbFullWaits
 from forkhorse.adapters.events import EventBridgeBus
 from forkhorse.adapters.evidence import S3EvidenceDrop
 from forkhorse.adapters.git.s3 import S3GitHost
+from forkhorse.adapters.lambda_log_publisher import LambdaLogPublisher
+from forkhorse.adapters.s3_log import S3LogFiles
 from forkhorse.adapters.sandbox.lambda_ import LambdaSandbox
 from forkhorse.adapters.signing.kms import KmsSigner
 from forkhorse.adapters.step_functions import StepFunctionsCallbacks, StepFunctionsOrchestrator
@@ -33,14 +37,20 @@ from forkhorse.runner.workflow.steps import QuickDeps, RunnerDeps, published_arc
 from forkhorse.service.ancestry import GenerationAncestry, MemoryAncestryMemo
 from forkhorse.service.context import Context
 from forkhorse.service.facade import Service, ServiceSettings
+from forkhorse.service.log_events import GateLog
+from forkhorse.service.log_publishing import LogPublishing, LogSelfCheck
+from forkhorse.service.transparency import TransparencyLog
+from forkhorse.tlog.verify import LogKey
 from forkhorse.wiring.git_access import git_repo_lookup, git_token_resolver
 from forkhorse.wiring.settings import (
     AwsSettings,
     ConsoleEnvironment,
     EventBusEnvironment,
     FargateEnvironment,
+    LogEnvironment,
     OwnerPoolEnvironment,
     ServiceEnvironment,
+    SettingsError,
     SigningEnvironment,
     require,
 )
@@ -82,6 +92,67 @@ def attestor() -> Attestor:
     return Attestor(store, None if key is None else KmsSigner(boto3.client("kms"), key))
 
 
+def _log_ledger() -> DynamoDbLogLedger:
+    return DynamoDbLogLedger(boto3.client("dynamodb"), AwsSettings.from_environ().table_name)
+
+
+def _log_files() -> S3LogFiles:
+    return S3LogFiles(_s3_client(), AwsSettings.from_environ().bucket_name)
+
+
+def _log_origin(environment: LogEnvironment) -> str:
+    return require(environment.origin, "LOG_ORIGIN", "name the transparency log")
+
+
+def gate_log(evidence: Attestor | None = None) -> GateLog:
+    """The transparency log where the function names its publisher (every function that
+    appends); elsewhere none. The key a verifier pins only where the function serves it
+    (the API), so the others never call KMS."""
+    environment = LogEnvironment.from_environ()
+    if environment.publisher_function is None:
+        return GateLog()
+    key = None
+    if environment.key_id is not None:
+        public = KmsSigner(boto3.client("kms"), environment.key_id).public_key
+        key = LogKey(_log_origin(environment), public.keyval["public"])
+    publisher = LambdaLogPublisher(boto3.client("lambda"), environment.publisher_function)
+    log = TransparencyLog(_log_ledger(), _log_files(), publisher, SystemClock(), key)
+    return GateLog(log, evidence)
+
+
+@dataclass(frozen=True)
+class LogPublisherDeps:
+    publishing: LogPublishing
+    check: LogSelfCheck
+    # The repair's: the store, git and envelopes each intent names, and the log it appends to.
+    context: Context
+
+
+class _PublishesNext:
+    """In the publisher itself an append (the repair's) asks for no publish: the
+    function publishes right after its repair."""
+
+    def request(self) -> None:
+        """Nothing to ask for."""
+
+
+def log_publisher() -> LogPublisherDeps:
+    """LogPublisherFunction's: the ledger, the files and the KMS key that signs checkpoints;
+    the self-check and the repair read the objects each entry names."""
+    evidence = attestor()
+    signer = evidence.signer
+    if signer is None:
+        raise SettingsError(
+            "missing environment variable FORKHORSE_SIGNING_KEY: needed to sign the log"
+        )
+    key = LogKey(_log_origin(LogEnvironment.from_environ()), signer.public_key.keyval["public"])
+    ledger, files, clock = _log_ledger(), _log_files(), SystemClock()
+    gate = GateLog(TransparencyLog(ledger, files, _PublishesNext(), clock, key), evidence)
+    check = LogSelfCheck(ledger, files, key, clock, gate.object_problem)
+    context = build_aws_service(evidence, gate).context
+    return LogPublisherDeps(LogPublishing(ledger, files, key, signer, clock), check, context)
+
+
 def _evidence_drop() -> S3EvidenceDrop:
     return S3EvidenceDrop(_s3_client(), AwsSettings.from_environ().bucket_name)
 
@@ -93,6 +164,7 @@ def runner_deps() -> RunnerDeps:
         FargateEnvironment.from_environ().model_dump(by_alias=True)
     )
     git = git_host()
+    evidence = attestor()
     return RunnerDeps(
         store=table_store(),
         git=git,
@@ -100,7 +172,8 @@ def runner_deps() -> RunnerDeps:
         evidence=_evidence_drop(),
         clock=SystemClock(),
         checkout_source=published_archive(git),
-        attestor=attestor(),
+        attestor=evidence,
+        gate_log=gate_log(evidence),
     )
 
 
@@ -137,16 +210,20 @@ def orchestrator(environment: ServiceEnvironment) -> StepFunctionsOrchestrator:
     )
 
 
-def build_aws_service() -> Service:
+def build_aws_service(evidence: Attestor | None = None, gate: GateLog | None = None) -> Service:
+    """The service as the function's settings wire it; the log publisher gives its own
+    attestor (the one holding the key) and log."""
     environment = ServiceEnvironment.from_environ()
+    evidence = evidence or attestor()
     return Service(
         table_store(),
         git_host(),
         orchestrator(environment),
         SystemClock(),
         service_settings(environment),
-        attestor(),
+        evidence,
         _ancestry(),
+        gate or gate_log(evidence),
     )
 
 
@@ -188,14 +265,14 @@ def git_http_app(
     resolve_token: TokenResolver | None = None, lookup: RepoLookup | None = None
 ) -> GitHttpApp:
     """The GitHttpFunction's app: the service's tokens and access facts unless given (tests),
-    and pushes to forks announced on EventBridge."""
+    pushes to forks announced on EventBridge, canonical's import appended to the log."""
     if resolve_token is None or lookup is None:
         service = build_aws_service()
         resolve_token = resolve_token or git_token_resolver(service)
         lookup = lookup or git_repo_lookup(service)
     bus = EventBusEnvironment.from_environ().event_bus_name
     events = EventBridgeBus(boto3.client("events"), bus)
-    return GitHttpApp(git_host(), resolve_token, lookup, events)
+    return GitHttpApp(git_host(), resolve_token, lookup, events, import_log=gate_log())
 
 
 def execution_sweep() -> StepFunctionsOrchestrator:

@@ -116,6 +116,16 @@ class SigningEnvironment(_Environment):
     signing_key: str | None = Field(default=None, alias="FORKHORSE_SIGNING_KEY")
 
 
+class LogEnvironment(_Environment):
+    """The transparency log's. Functions that append name the publisher (without it they
+    keep no log); the API and the publisher name the origin, the checkpoints' first line
+    and the key name a witness pins; the API names the key whose public half it serves."""
+
+    publisher_function: str | None = Field(default=None, alias="LOG_PUBLISHER_FUNCTION")
+    origin: str | None = Field(default=None, alias="LOG_ORIGIN")
+    key_id: str | None = Field(default=None, alias="LOG_KEY_ID")
+
+
 class LocalSettings(_Environment):
     """`forkhorse serve`, `gc` and `image`: their command-line options' defaults."""
 
