@@ -119,6 +119,11 @@ class ForkhorseClient:
         self.witnessed = self._witness.observe(self.config.url, HttpLogSource(self._http, "log/"))
         return self.witnessed
 
+    def _witness_if_due(self, method: str) -> None:
+        """Before the first request, and before each that changes something."""
+        if self._witness is not None and (self._witness_due or method != "GET"):
+            self.witness_log()
+
     def witness_next_call(self) -> None:
         """Have the witness look again before the next request (the MCP server's tool calls
         share one client)."""
@@ -127,8 +132,7 @@ class ForkhorseClient:
     # --- transport ------------------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One call; 2xx answers `(status, json)`, anything else raises."""
-        if self._witness is not None and (self._witness_due or method != "GET"):
-            self.witness_log()
+        self._witness_if_due(method)
         attempts = IDEMPOTENT_ATTEMPTS if method in IDEMPOTENT else 1
         for attempt in range(1, attempts + 1):
             try:
