@@ -23,6 +23,10 @@ TARGETS = {
     "image-warm": Target("Default image, built with a warm package cache", 60.0, "s"),
     "image-reuse": Target("Default image again, an identical one already in podman", 5.0, "s"),
     "pytest-startup": Target("A pytest session of tests/unit/gate, CPU", 2.0, "s"),
+    "log-append": Target(
+        "Log append + signed checkpoint / the record's put and signing before it", 3.0, "x"
+    ),
+    "log-size": Target("Transparency log (tiles + ledger rows) per 1,000 receipts", 1024.0, "KiB"),
     "cli-startup": Target(
         "forkhorse status --help, git-credential get / bare python, CPU", 6.0, "x"
     ),

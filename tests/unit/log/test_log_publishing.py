@@ -162,6 +162,18 @@ def test_a_crash_mid_publish_is_finished_by_the_next_publish(log: Log, crash_at:
     assert all_entries(log.files, log.checkpoint())[3:] == entries
 
 
+def test_tiles_a_power_loss_took_are_rewritten_from_the_ledger(log: Log) -> None:
+    log.append(300)
+    log.publishing.publish()
+    entries = log.append(2)
+    log.publishing.publish()
+    lost = ["tile/entries/001.p/46", "tile/0/001.p/46", "checkpoint"]
+    for path in lost:
+        (log.root_dir / path).unlink()
+    log.publishing.publish()
+    assert all_entries(log.files, log.checkpoint())[-2:] == entries
+
+
 def test_a_ledger_missing_a_counted_entry_is_never_published(log: Log) -> None:
     log.append(4)
     with sqlite3.connect(log.root_dir.parent / "db.sqlite3") as db:

@@ -127,7 +127,7 @@ class LogPublishing:
         """Tiles and a signed checkpoint for everything the ledger holds."""
         head = self.ledger.head()
         if head.size == head.published and head.checkpoint is not None:
-            self._sync_checkpoint_file(head.checkpoint)
+            self._heal(head, head.checkpoint)
             return head
         building = _Building(self.ledger, self.files, head.size, head.published)
         for tile in tiles_of(head.size, head.published):
@@ -142,10 +142,16 @@ class LogPublishing:
             log.info("published the log's checkpoint at size %d", head.size)
         return self.ledger.head()
 
-    def _sync_checkpoint_file(self, checkpoint: str) -> None:
-        """A crash after the ledger took the checkpoint but before its file was written."""
+    def _heal(self, head: LogHead, checkpoint: str) -> None:
+        """What a crash or a power loss took from the files the newest checkpoint names: its
+        own file, and the tiles its publish wrote (rebuilt from the ledger, byte for byte)."""
         if self.files.read(CHECKPOINT_PATH) != checkpoint.encode():
             self.files.write(CHECKPOINT_PATH, checkpoint.encode())
+        building = _Building(self.ledger, self.files, head.published, head.previous)
+        for tile in tiles_of(head.published, head.previous):
+            if self.files.read(tile.path()) is None:
+                log.warning("rewrote the log's missing %s", tile.path())
+                self.files.write(tile.path(), building.data(tile))
 
     def _drop_partials(self, head: LogHead, size: int) -> None:
         stale = _partials(head.previous) - _partials(head.published) - _partials(size)
