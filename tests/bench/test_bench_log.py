@@ -1,6 +1,6 @@
 """The transparency log's cost (issue 33): one append with its signed checkpoint against
-the record's put and signing it follows (same key, same SQLite file, one run), and the log's size
-per 1,000 receipts (tiles and ledger rows, with the superseded partial tiles deleted)."""
+the record's put and signing it follows (same key, same SQLite file, one run), and the log's
+size per 1,000 receipts (tiles and ledger rows, with the superseded partial tiles deleted)."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def test_append_latency_and_size_per_1000_receipts(
     per_thousand = (tiles + ledger_bytes) / RECEIPTS * 1000 / 1024
     print(
         f"\n[bench] log append + signed checkpoint: {append * 1000:.2f} ms median "
-        f"(p90 {sorted(appending)[int(RECEIPTS * 0.9)] * 1000:.2f} ms); the record's put and signing "
-        f"{sign * 1000:.2f} ms; ratio {ratio:.2f}x\n[bench] log size per 1,000 receipts: "
+        f"(p90 {sorted(appending)[int(RECEIPTS * 0.9)] * 1000:.2f} ms); the record's put and "
+        f"signing {sign * 1000:.2f} ms; ratio {ratio:.2f}x\n[bench] log size per 1,000 receipts: "
         f"{per_thousand:.0f} KiB (tiles {tiles / 1024:.0f} KiB, ledger rows "
         f"{ledger_bytes / 1024:.0f} KiB; an entry is {entry_bytes} bytes)"
     )
