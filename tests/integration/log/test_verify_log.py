@@ -28,11 +28,16 @@ def test_an_owner_and_an_auditor_check_a_project_end_to_end(
     server: Server, required: Project, tmp_path: Path
 ) -> None:
     first = promote(required)
-    owner = Cli(tmp_path / "owner", server.url, server.owner_token)
-    assert owner.run("projects").code == 0  # the owner's client pins the log
+    # The owner, as the README's tour: a profile, whose first call pins the log.
+    owner = Cli(tmp_path / "owner")
+    token = tmp_path / "owner-token"
+    token.write_text(server.owner_token)
+    login = ("--url", server.url, "--project", required.id, "--token-file", str(token))
+    assert owner.run("login", *login, "--profile", "owner").code == 0
+    assert owner.run("projects", "--profile", "owner").code == 0
 
     ran = owner.run(
-        "verify-log", "--project", required.id, "--clone", required.canonical_url,
+        "verify-log", "--profile", "owner", "--clone", required.canonical_url,
         "--promotion", first.promotion, "--json",
     )  # fmt: skip
     assert ran.code == 0, ran.stdout + ran.stderr
