@@ -29,6 +29,7 @@ COMMANDS_OF: dict[str, frozenset[str]] = {
     "forkhorse.serve": frozenset({"serve", "demo"}),
     "forkhorse.cli_image": frozenset({"image"}),
     "forkhorse.gc": frozenset({"gc"}),
+    "forkhorse.log_check": frozenset({"log-check"}),
     "forkhorse.client.cli": client_cli.COMMANDS,
     "forkhorse.attest.cli": frozenset({"verify"}),
     "forkhorse.signing_keys": frozenset({"keys"}),

@@ -4,10 +4,14 @@ everything verifies from the files alone (signature, root, inclusion, canonical'
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from urllib.error import HTTPError
 
+import pytest
+from forkhorse.cli import main
 from forkhorse.domain.log_entries import parse_entry
+from forkhorse.domain.tiles import ENTRIES_LEVEL, tile_for
 from forkhorse.tlog.verify import LogKey, all_entries, fetch_checkpoint
 
 from tests.integration.api.support import PASSING
@@ -54,3 +58,27 @@ def test_every_gate_event_of_a_promotion_is_logged_in_order(
         ("receipt", commit),
         ("promotion", commit),
     ]
+
+
+def test_log_check_finds_the_home_sound_then_names_an_edited_entry(
+    server: Server, required: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new_lane(required).reviewed(PASSING)
+    home = ["--home", str(server.home)]
+    assert main(["log-check", *home, "--full"]) == 0
+    assert "sound" in capsys.readouterr().out
+    size = server.client(None).ok("GET", "/log")["size"]
+    bundle = server.home / "log" / tile_for(ENTRIES_LEVEL, 0, size).path()
+    data = bundle.read_bytes()
+    edited = data.replace(b'"passed"', b'"failed"', 1)
+    assert edited != data, "the bundle holds a passing receipt to edit"
+    bundle.write_bytes(edited)
+    try:
+        assert main(["log-check", *home, "--full", "--json"]) == 1
+        report = json.loads(capsys.readouterr().out)
+        assert report["ok"] is False
+        assert any("in its bundle is not the entry the tree holds" in p for p in report["problems"])
+        assert server.client(None).ok("GET", "/log")["lastCheck"]["ok"] is False
+    finally:
+        bundle.write_bytes(data)
+    assert main(["log-check", *home, "--full"]) == 0

@@ -195,6 +195,25 @@ def local_gate_log(
     return gate, check
 
 
+def open_log_check(home: Path) -> LogSelfCheck | None:
+    """`forkhorse log-check`'s: the home's log and envelopes, read beside a running server
+    (no runtime, no key: the check verifies with the public half)."""
+    database = home / DATABASE_NAME
+    if not (database.is_file() and (home / LOG_ORIGIN_NAME).is_file()):
+        return None
+    keyring = LocalKeyring(home)
+    current = keyring.current_keyid()
+    public = next((k for k in keyring.public_keys() if k.keyid == current), None)
+    if public is None:
+        return None
+    key = LogKey(log_origin(home), public.keyval["public"])
+    attestor = Attestor(SqliteAttestations(database))
+    objects = GateLog(None, attestor).object_problem
+    return LogSelfCheck(
+        SqliteLogLedger(database), DiskLogFiles(home / LOG_DIR), key, SystemClock(), objects
+    )
+
+
 def log_origin(home: Path) -> str:
     """The log's name (its checkpoints' origin line), chosen once per home and kept: a
     witness pins it, so it must not follow the port or the public URL."""
