@@ -24,6 +24,8 @@ from forkhorse.domain.tiles import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support import rfc9162
+
 LEAVES = [merkle.leaf_hash(i.to_bytes(4, "big")) for i in range(TILE_WIDTH * 3 + 7)]
 
 
@@ -121,3 +123,22 @@ def test_a_tree_reader_refuses_a_node_its_tiles_do_not_hold() -> None:
     assert tile_for(0, 0, 10) == Tile(0, 0, 10)
     with pytest.raises(TileRefused):
         short.node(3, 1)  # leaves 8..15 of a tree of 10
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 255, 256, 257, 513, len(LEAVES)])
+def test_proofs_from_tiles_verify_with_an_independent_rfc9162_verifier(size: int) -> None:
+    reader = _reader(size, LEAVES)
+    top = reader.root()
+    for index in {0, size // 2, size - 1}:
+        path = reader.inclusion_proof(index)
+        assert rfc9162.root_from_inclusion(LEAVES[index], index, size, path) == top
+        if path:
+            assert rfc9162.root_from_inclusion(LEAVES[index], index, size, path[:-1]) != top
+    for old in {1, size // 2 or 1, size - 1 or 1, size}:
+        old_root = merkle.root(LEAVES[:old])
+        proof = reader.consistency_proof(old)
+        assert rfc9162.roots_from_consistency(old, size, old_root, proof) == (old_root, top)
+        if old < size:
+            forged = merkle.root([merkle.leaf_hash(b"rewritten"), *LEAVES[1:old]])
+            implied = rfc9162.roots_from_consistency(old, size, forged, proof)
+            assert implied != (forged, top)
