@@ -1,12 +1,13 @@
-"""A C2SP signed-note verifier written from the specs alone (c2sp.org/signed-note,
-c2sp.org/tlog-checkpoint), sharing no code with `forkhorse.tlog`: the interop tests check
-Forkhorse's checkpoints with it.
+"""A C2SP signed-note verifier and entry-bundle reader written from the specs alone
+(c2sp.org/signed-note, c2sp.org/tlog-checkpoint, c2sp.org/tlog-tiles), sharing no code with
+`forkhorse.tlog`: the interop and tamper tests read Forkhorse's log with them.
 
 From the spec: a note is UTF-8 text ending in a newline, a blank line, then signature lines
 `— <name> <base64(key ID || signature)>`. For an ECDSA P-256 key (type 0x02 here) the key ID is
 the first four bytes of SHA-256 over the DER SubjectPublicKeyInfo, and the signature is an
 ASN.1 DER ECDSA signature over SHA-256 of the text. A checkpoint's text is the origin, the
-tree size in decimal and the root hash in standard base64, one per line.
+tree size in decimal and the root hash in standard base64, one per line. An entry bundle
+is its entries one after another, each a big-endian uint16 length and the entry's bytes.
 """
 
 from __future__ import annotations
@@ -51,3 +52,16 @@ def verify_checkpoint(note: str, name: str, public_pem: str) -> SpecCheckpoint:
     assert origin == name
     assert size == str(int(size))
     return SpecCheckpoint(origin, int(size), base64.b64decode(root, validate=True))
+
+
+def bundle_entries(bundle: bytes) -> list[bytes]:
+    entries, at = [], 0
+    while at < len(bundle):
+        length = int.from_bytes(bundle[at : at + 2], "big")
+        entries.append(bundle[at + 2 : at + 2 + length])
+        at += 2 + length
+    return entries
+
+
+def bundle_of(entries: list[bytes]) -> bytes:
+    return b"".join(len(entry).to_bytes(2, "big") + entry for entry in entries)

@@ -13,7 +13,6 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from unittest import mock
 
 from forkhorse.adapters.containers.images import ImageRegistry
@@ -22,6 +21,7 @@ from forkhorse.cli import main
 from forkhorse.tlog.verify import LogKey
 from securesystemslib.signer import CryptoSigner
 
+from tests.e2e.client.support import Ran
 from tests.integration.api.support import checks_files
 from tests.support.live import Lane, Project, Server, new_lane, start_server
 
@@ -99,16 +99,6 @@ def serve_checkpoint(server: Server, note: str) -> None:
 
 def canonical_repo(server: Server, project: str) -> Path:
     return server.home / "git" / project / "canonical.git"
-
-
-@dataclass(frozen=True)
-class Ran:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
 
 
 @dataclass

@@ -32,6 +32,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.client.support import PACKAGE_ROOT, run_async
 from tests.support.live import Project, Server, new_project
+from tests.support.signed_note import bundle_entries, bundle_of
 from tests.support.transparency import (
     Cli,
     Promoted,
@@ -114,19 +115,6 @@ def _refused(ran: Any, *named: str) -> str:
 
 
 # --- the entries ------------------------------------------------------------------------------
-def _entries(bundle: bytes) -> list[bytes]:
-    found, at = [], 0
-    while at < len(bundle):
-        length = int.from_bytes(bundle[at : at + 2], "big")
-        found.append(bundle[at + 2 : at + 2 + length])
-        at += 2 + length
-    return found
-
-
-def _bundle(entries: list[bytes]) -> bytes:
-    return b"".join(len(e).to_bytes(2, "big") + e for e in entries)
-
-
 @pytest.mark.parametrize(
     ("change", "named"),
     [
@@ -139,14 +127,14 @@ def test_an_entry_deleted_reordered_or_edited_in_its_bundle_is_caught(
     scene: Scene, change: str, named: str
 ) -> None:
     path = log_dir(scene.server) / BUNDLE.format(size=scene.size())
-    entries = _entries(path.read_bytes())
+    entries = bundle_entries(path.read_bytes())
     if change == "delete":
         del entries[3]
     elif change == "reorder":
         entries[2], entries[3] = entries[3], entries[2]
     else:
         entries[4] = entries[4].replace(b'"passed"', b'"failed"')
-    path.write_bytes(_bundle(entries))
+    path.write_bytes(bundle_of(entries))
     _refused(scene.audit(), "REFUSED", named)
     _refused(scene.audit(log=str(log_dir(scene.server))), named)  # the files copied as they are
 

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.support.live import Project, Server
-from tests.support.signed_note import verify_checkpoint
+from tests.support.signed_note import bundle_entries, verify_checkpoint
 from tests.support.transparency import Cli, log_dir, log_key, promote, save_key
 
 
@@ -117,12 +117,7 @@ def _entries(url: str, size: int) -> list[bytes]:
         width = min(256, size - index * 256)
         suffix = "" if width == 256 else f".p/{width}"
         with urllib.request.urlopen(f"{url}/log/tile/entries/{index:03d}{suffix}") as answer:
-            bundle = answer.read()
-        at = 0
-        while at < len(bundle):
-            length = int.from_bytes(bundle[at : at + 2], "big")
-            entries.append(bundle[at + 2 : at + 2 + length])
-            at += 2 + length
+            entries += bundle_entries(answer.read())
     return entries
 
 

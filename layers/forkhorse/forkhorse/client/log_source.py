@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from forkhorse.client.errors import ClientError, LogUnavailable
+from forkhorse.client.errors import LogUnavailable, UsageError
 from forkhorse.domain.log_entries import MAX_ENTRY_BYTES
 from forkhorse.domain.tiles import (
     ENTRIES_LEVEL,
@@ -128,16 +128,21 @@ class DirectoryLogSource:
     def read(self, path: str) -> bytes | None:
         limit = max_bytes(path)  # also refuses any path that is not a log file's
         target = self.root / path
-        try:
-            with target.open("rb") as handle:
-                data = handle.read(limit + 1)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
-        except OSError as failed:
-            raise ClientError(f"Cannot read {target}: {failed.strerror}.") from None
-        if len(data) > limit:
+        data = read_at_most(target, limit, "the log file")
+        if data is not None and len(data) > limit:
             raise _too_large(str(target), limit)
         return data
+
+
+def read_at_most(path: Path, limit: int, what: str) -> bytes | None:
+    """The file's first `limit` + 1 bytes (one more shows it is too large); None if absent."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(limit + 1)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as failed:
+        raise UsageError(f"Cannot read {what} {path}: {failed.strerror}.") from None
 
 
 def parse_key_body(data: bytes, where: str) -> LogKey | None:

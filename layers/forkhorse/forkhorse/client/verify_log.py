@@ -21,7 +21,7 @@ from typing import Any
 
 from forkhorse.client.errors import UsageError
 from forkhorse.client.git_history import GitHistory
-from forkhorse.client.log_source import key_hex, parse_key_body
+from forkhorse.client.log_source import key_hex, parse_key_body, read_at_most
 from forkhorse.client.witness import describe, write_private_json
 from forkhorse.domain.checkpoint import Checkpoint, CheckpointRefused, parse_checkpoint
 from forkhorse.domain.log_audit import Finding, ProjectAudit, audit_project
@@ -242,11 +242,9 @@ def _audit(check: ProjectCheck, entries: list[tuple[int, LogEntry]]) -> ProjectO
 # --- the key and the verifier's memory --------------------------------------------------------
 def read_key(path: Path, origin: str | None) -> LogKey:
     """The key in `path`: the `/log/key` JSON, or a PEM (then `origin` names the log)."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_KEY_FILE_BYTES + 1)
-    except OSError as failed:
-        raise UsageError(f"Cannot read the key {path}: {failed.strerror}.") from None
+    data = read_at_most(path, MAX_KEY_FILE_BYTES, "the key")
+    if data is None:
+        raise UsageError(f"Cannot read the key {path}: no such file.")
     if len(data) > MAX_KEY_FILE_BYTES:
         raise UsageError(f"{path} is not a log key (over {MAX_KEY_FILE_BYTES} bytes).")
     try:
@@ -285,13 +283,9 @@ def remember(path: Path, origin: str, note: str) -> None:
 
 
 def _state_notes(path: Path) -> dict[str, str]:
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_STATE_BYTES + 1)
-    except FileNotFoundError:
+    raw = read_at_most(path, MAX_STATE_BYTES, "the state")
+    if raw is None:
         return {}
-    except OSError as failed:
-        raise UsageError(f"Cannot read the state {path}: {failed.strerror}.") from None
     try:
         body = json.loads(raw)
         notes = body["checkpoints"]

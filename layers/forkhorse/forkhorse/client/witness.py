@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from forkhorse.client.errors import UsageError, WitnessRefused
-from forkhorse.client.log_source import key_hex
+from forkhorse.client.log_source import key_hex, read_at_most
 from forkhorse.domain.checkpoint import Checkpoint, CheckpointRefused, parse_checkpoint
 from forkhorse.tlog.verify import (
     CHECKPOINT_PATH,
@@ -141,15 +141,9 @@ class WitnessState:
                 self._write(pins)
 
     def read(self) -> dict[str, Pin]:
-        try:
-            with self.path.open("rb") as handle:
-                raw = handle.read(MAX_STATE_BYTES + 1)
-        except FileNotFoundError:
+        raw = read_at_most(self.path, MAX_STATE_BYTES, "the witness state")
+        if raw is None:
             return {}
-        except OSError as failed:
-            raise UsageError(
-                f"Cannot read the witness state {self.path}: {failed.strerror}."
-            ) from None
         try:
             body = json.loads(raw)
             if len(raw) > MAX_STATE_BYTES or body.get("version") != STATE_VERSION:
