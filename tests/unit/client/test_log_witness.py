@@ -216,3 +216,24 @@ def test_witness_off_asks_nothing_of_the_log(served: ServedLog) -> None:
     with ForkhorseClient(config, transport=transport, witness=False) as client:
         client.list_projects()
     assert served.paths() == ["/projects"]
+
+
+@pytest.mark.parametrize("status", [401, 403, 500])
+def test_before_a_pin_a_log_key_that_cannot_be_read_is_no_log(
+    served: ServedLog, state: Path, status: int
+) -> None:
+    # An older deployment answers /log/key without its token as any unknown path: nothing
+    # is pinned yet, so nothing is trusted and nothing is lost by going on.
+    served.answers["/log/key"] = httpx.Response(status, json={"error": "No."})
+    with served.client(state) as client:
+        client.list_projects()
+        assert client.witnessed is not None
+        assert client.witnessed.seen == "no-log"
+    assert not state.exists()
+
+
+def test_a_checkpoint_larger_than_a_log_serves_is_refused(served: ServedLog, state: Path) -> None:
+    _pinned(served, state)
+    served.answers["/log/checkpoint"] = httpx.Response(200, content=b"x" * 100_000)
+    message = _refused(served, state)
+    assert "larger than a log file can be" in message

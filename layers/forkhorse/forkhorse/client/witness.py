@@ -10,8 +10,9 @@ When nothing changed that is one small GET and one signature check.
 
 It refuses (`WitnessRefused`, naming what changed) a different key or origin, a rollback,
 a split view (two roots for one size), rewritten history, tiles that do not match the
-signed root, and a log that is gone once pinned. A server that never had a log (404 on
-`/log/key` before anything was pinned) is tolerated, with nothing to witness. A deliberate
+signed root, and a log that is gone once pinned. A server that never had a log (404, or
+any answer that names no key, on `/log/key` before anything was pinned) is tolerated, with
+nothing to witness. A deliberate
 key rotation is accepted only by forgetting the pin (`forkhorse witness forget`).
 """
 
@@ -28,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from forkhorse.client.errors import UsageError, WitnessRefused
+from forkhorse.client.errors import ClientError, UsageError, WitnessRefused
 from forkhorse.client.log_source import key_hex, read_at_most
 from forkhorse.domain.checkpoint import Checkpoint, CheckpointRefused, parse_checkpoint
 from forkhorse.tlog.verify import (
@@ -209,15 +210,28 @@ class LogWitness:
         with self.state.locked() as pins:
             pin = pins.get(name)
             if pin is None:
-                key = source.key()
+                key = _named_key(source)
                 if key is None:
                     return Witnessed(name, "no-log")  # nothing pinned, nothing to witness
                 pin = Pin(key, _now(), "first use")
                 pins[name] = pin
-            seen = _Look(name, pin, source).run()
+            try:
+                seen = _Look(name, pin, source).run()
+            except LogRefused as refused:  # a file no log can serve (too large, garbled)
+                message = f"The transparency log of {name} is refused: {refused}."
+                raise WitnessRefused(message) from None
             if seen.checkpoint_note is not None:
                 pins[name] = replace(pin, checkpoint=seen.checkpoint_note, verified_at=_now())
             return seen.witnessed
+
+
+def _named_key(source: KeyedLogSource) -> LogKey | None:
+    """The key the server names now; None when it names none, or none that can be read
+    (before a pin that is a server without a log: trusting nothing yet, nothing is lost)."""
+    try:
+        return source.key()
+    except (ClientError, LogRefused):
+        return None
 
 
 @dataclass(frozen=True)
@@ -262,7 +276,7 @@ class _Look:
                 f"but this client verified {describe(previous)} there "
                 f"({self.pin.verified_at}). The server lost or hid its log."
             )
-        if self.source.key() != self.pin.key:
+        if _named_key(self.source) != self.pin.key:
             raise self._key_problem(LogRefused("it serves no checkpoint"))
         return "no-checkpoint"
 
@@ -285,10 +299,10 @@ class _Look:
 
     def _key_problem(self, refused: LogRefused) -> WitnessRefused:
         pinned = self.pin.key
-        named = self.source.key()
+        named = _named_key(self.source)
         was = f"origin {pinned.origin!r}, key ID {key_hex(pinned)} (pinned {self.pin.pinned_at})"
         if named is None:
-            now = "names no log key at all"
+            now = "names no readable log key"
         elif named != pinned:
             now = f"now names origin {named.origin!r}, key ID {key_hex(named)}"
         else:
