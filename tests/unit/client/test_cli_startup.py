@@ -77,6 +77,7 @@ def _loaded(tmp_path: Path, *args: str, stdin: str = "") -> tuple[int, list[str]
         (("git-credential", "get"), "protocol=http\nhost=127.0.0.1:8787\n\n"),
         (("status", "--help"), ""),
         (("submit", "--help"), ""),
+        (("verify-log", "--help"), ""),
     ],
 )
 def test_a_client_command_parses_without_loading_anything_heavy(
