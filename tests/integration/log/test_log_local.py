@@ -10,9 +10,16 @@ from urllib.error import HTTPError
 
 import pytest
 from forkhorse.cli import main
-from forkhorse.domain.log_entries import parse_entry
+from forkhorse.domain.log_entries import DEPLOYMENT, parse_entry
 from forkhorse.domain.tiles import ENTRIES_LEVEL, tile_for
-from forkhorse.tlog.verify import LogKey, all_entries, fetch_checkpoint
+from forkhorse.tlog.verify import (
+    LogKey,
+    LogRefused,
+    all_entries,
+    check_append_only,
+    fetch_checkpoint,
+)
+from forkhorse.wiring.local import rotate_local_key
 
 from tests.integration.api.support import PASSING
 from tests.support.live import Project, Server, new_lane
@@ -82,3 +89,23 @@ def test_log_check_finds_the_home_sound_then_names_an_edited_entry(
     finally:
         bundle.write_bytes(data)
     assert main(["log-check", *home, "--full"]) == 0
+
+
+def test_a_rotated_key_is_logged_and_signs_the_next_checkpoint(
+    server: Server, required: Project
+) -> None:
+    source = HttpSource(server.url)
+    old_key = _key(server)
+    before, _ = fetch_checkpoint(source, old_key)
+    rotate_local_key(server.home)
+    server.restart()
+    new_key = _key(server)
+    assert new_key.public_pem != old_key.public_pem
+    after, _ = fetch_checkpoint(source, new_key)  # signed with the new key at once
+    check_append_only(source, before, after)  # and the same history, grown by one entry
+    entries = [parse_entry(e) for e in all_entries(source, after)]
+    rotation = entries[-1]
+    assert (rotation.kind, rotation.project) == ("key", DEPLOYMENT)
+    assert rotation.subject["publicKey"] == new_key.public_pem
+    with pytest.raises(LogRefused, match="no signature"):
+        fetch_checkpoint(source, old_key)

@@ -20,7 +20,8 @@ from forkhorse.domain.canonical import canonical_bytes
 
 MAX_ENTRY_BYTES = 4096  # far below a bundle's 65,535; an entry names objects, never holds them
 
-LogKind = Literal["receipt", "approval", "promotion", "settings", "policy", "import"]
+LogKind = Literal["receipt", "approval", "promotion", "settings", "policy", "import", "key"]
+DEPLOYMENT = "(deployment)"  # the project of entries about the whole deployment
 LOG_KINDS: tuple[str, ...] = get_args(LogKind)
 _SHA256 = r"^sha256:[0-9a-f]{64}$"
 _COMMIT = r"^[0-9a-f]{40}$"
@@ -69,6 +70,13 @@ class ImportSubject(_Subject):
     commit: str = Field(pattern=_COMMIT)
 
 
+class KeySubject(_Subject):
+    """The key that signs the log's checkpoints from this entry on (after a rotation)."""
+
+    key_id: str = Field(alias="keyId", pattern=r"^[0-9a-f]{8}$")
+    public_key: str = Field(alias="publicKey", max_length=1000)
+
+
 SUBJECTS: dict[str, type[_Subject]] = {
     "receipt": ReceiptSubject,
     "approval": ApprovalSubject,
@@ -76,6 +84,7 @@ SUBJECTS: dict[str, type[_Subject]] = {
     "settings": SettingsSubject,
     "policy": PolicySubject,
     "import": ImportSubject,
+    "key": KeySubject,
 }
 
 
@@ -146,3 +155,7 @@ def change_key(kind: str, project: str, at: str) -> str:
 
 def import_key(project: str) -> str:
     return f"import/{project}"
+
+
+def signing_key_key(key_id: str, since_size: int) -> str:
+    return f"key/{key_id}/{since_size}"

@@ -15,12 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from forkhorse.domain.checkpoint import parse_checkpoint
-from forkhorse.domain.log_entries import LogEntry
+from forkhorse.domain.log_entries import (
+    DEPLOYMENT,
+    KeySubject,
+    LogEntry,
+    facts_digest,
+    make_entry,
+    signing_key_key,
+)
 from forkhorse.domain.merkle import leaf_hash
 from forkhorse.domain.tiles import ENTRIES_LEVEL, TILE_WIDTH, TileRefused, parse_tile_path, tile_for
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.transparency import Intent, LogFiles, LogHead, LogLedger, LogPublisher
-from forkhorse.tlog.note import key_id
+from forkhorse.tlog.note import NoteRefused, key_id, open_note
 from forkhorse.tlog.verify import LogKey, LogRefused, TileFetcher
 
 log = logging.getLogger(__name__)
@@ -59,6 +66,26 @@ class TransparencyLog:
     def publish(self) -> None:
         """Ask for a checkpoint of whatever the ledger holds (a no-op when it is current)."""
         self.publisher.request()
+
+    def log_key_change(self) -> int | None:
+        """After the deployment's key rotated, the newest checkpoint is the old key's, which
+        no verifier holding the new one accepts: logging the new key (the rotation is a
+        deployment event an auditor should see) publishes a checkpoint signed with it."""
+        checkpoint, key = self.checkpoint(), self.key
+        if checkpoint is None or key is None:
+            return None
+        try:
+            open_note(checkpoint, key.origin, key.public_pem)
+            return None
+        except NoteRefused:
+            pass
+        subject = KeySubject(key_id=key_id(key.public_pem).hex(), public_key=key.public_pem)
+        since = self.ledger.head().published
+        entry = make_entry(
+            DEPLOYMENT, subject, facts_digest(subject), signing_key_key(subject.key_id, since)
+        )
+        log.warning("the log's key changed: logging key %s from size %d", subject.key_id, since)
+        return self.append(entry)
 
     def intend(self, entry: LogEntry) -> None:
         self.ledger.intend(entry.key, entry.to_bytes(), self.clock.now())

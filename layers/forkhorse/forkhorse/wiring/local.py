@@ -189,9 +189,11 @@ def local_gate_log(
     publisher = InlinePublisher(
         LogPublishing(ledger, files, key, signer, clock), home / LOG_LOCK_NAME
     )
-    gate = GateLog(TransparencyLog(ledger, files, publisher, clock, key), attestor)
+    transparency = TransparencyLog(ledger, files, publisher, clock, key)
+    gate = GateLog(transparency, attestor)
     check.objects = gate.object_problem
     publisher.request()  # the first checkpoint, and whatever a crash left unpublished
+    transparency.log_key_change()  # after `forkhorse keys rotate`, checkpoints of the new key
     return gate, check
 
 
