@@ -62,17 +62,27 @@ def free_loopback_port() -> int:
         return port
 
 
+# moto's KMS signs a DIGEST message as AWS does (tests/support/moto_kms.py), so signatures
+# made in the functions verify: the transparency log's self-check and the walk check them.
+MOTO_MAIN = (
+    "import sys, moto_kms; moto_kms.install(); "
+    "from moto.server import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
 @contextmanager
 def moto_server(podman: Podman) -> Iterator[Moto]:
     """Run moto_server until the block ends; the container is removed by its id."""
     site_packages = Path(boto3.__file__).resolve().parents[1]
+    patches = ROOT / "tests/support/moto_kms.py"
     port = free_loopback_port()
     container = podman.output(
         "run", "-d", "--rm", "--pull", "never", *ULIMIT_FLAGS,
         "-p", f"127.0.0.1:{port}:{MOTO_PORT}",
-        "-v", f"{site_packages}:/opt/moto:ro", "-e", "PYTHONPATH=/opt/moto",
+        "-v", f"{site_packages}:/opt/moto:ro", "-v", f"{patches}:/opt/patches/moto_kms.py:ro",
+        "-e", "PYTHONPATH=/opt/moto:/opt/patches",
         "--entrypoint", "/var/lang/bin/python3.13", IMAGE_TAG,
-        "-c", "import sys; from moto.server import main; sys.exit(main(sys.argv[1:]))",
+        "-c", MOTO_MAIN,
         "-H", "0.0.0.0",  # noqa: S104 (inside its container, published on loopback)
         "-p", str(MOTO_PORT),
     ).strip()  # fmt: skip
@@ -102,6 +112,7 @@ def _wait_for(url: str, timeout: float = 30.0) -> None:
 
 # env-vars.json names the key by this alias, since its id is known only once moto makes it.
 SIGNING_KEY_ALIAS = "alias/forkhorse-sam-local"
+LOG_PUBLISHER = "LogPublisherFunction"  # env-vars.json: LOG_PUBLISHER_FUNCTION
 
 
 def use_endpoint(moto: Moto) -> None:
@@ -115,7 +126,16 @@ def use_endpoint(moto: Moto) -> None:
         PROMOTE_STATE_MACHINE_ARN=state_machine_arn(PROMOTE_STATE_MACHINE),
         PUBLIC_URL="https://sam-local.invalid",
         FORKHORSE_SIGNING_KEY=SIGNING_KEY_ALIAS,
+        # The walk's git app (in this process) appends canonical's import to the log.
+        LOG_PUBLISHER_FUNCTION=LOG_PUBLISHER,
     )
+    # Lambda without Docker: the functions' asynchronous publish requests are accepted and
+    # dropped (the driver runs LogPublisherFunction through start-lambda, as its schedule
+    # would, since moto's Lambda cannot reach sam local's).
+    config = json.dumps({"lambda": {"use_docker": False}}).encode()
+    request = urllib.request.Request(f"{moto.host_url}/moto-api/config", data=config)  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 (loopback)
+        pass
 
 
 def state_machine_arn(name: str) -> str:

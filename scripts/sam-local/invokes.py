@@ -61,6 +61,7 @@ def invoke_every_function(sam: Sam) -> None:
     _expect("GitHttpFunction", git["statusCode"], 401)
     promote_functions(sam)
     runner_functions(sam)
+    log_publisher(sam)
 
 
 def api_function(sam: Sam) -> None:
@@ -121,6 +122,15 @@ def runner_functions(sam: Sam) -> None:
     collected = sam.invoke("CollectGarbageFunction", EVENTS / "collect_garbage.json")
     nothing = {"records": 0, "orphans": 0, "packs": 0, "bytesReclaimed": 0, "projectsSkipped": 0}
     _expect("CollectGarbageFunction", collected, nothing)
+
+
+def log_publisher(sam: Sam) -> None:
+    """A publish request, as each append sends one, on what the invokes above appended (the
+    sample project's settings among them): the function publishes all of it. (The walk
+    runs its schedule, and verifies what it published.)"""
+    published = sam.invoke("LogPublisherFunction", EVENTS / "log_publish.json")
+    everything = published["size"] == published["published"] and published["size"] > 0
+    _expect("LogPublisherFunction", (everything, sorted(published)), (True, ["published", "size"]))
 
 
 def full_check_functions(sam: Sam) -> None:

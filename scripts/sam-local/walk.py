@@ -9,6 +9,9 @@ state machine would, and the receipt is read back through the API. The agent the
 commit to its fork and has it reviewed; the owner approves and promotes it (202: a PromoteRun
 execution in moto), and that execution is driven by hand the same way, the before-promote
 ReceiptRun nested in it, until GET .../promotion answers 200 and canonical has moved.
+Last, LogPublisherFunction's scheduled run publishes and self-checks the transparency log,
+and the log, read through the API without a token, verifies from its files and key alone:
+the project's entries are its gate's events, in order.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import boto3
 from aws_local import free_loopback_port
+from forkhorse.domain.log_entries import parse_entry
+from forkhorse.tlog.verify import LogKey, all_entries, fetch_checkpoint
 from forkhorse.wiring.aws import build_aws_service
 from sam import Sam
 
@@ -102,6 +107,16 @@ def walk(sam: Sam) -> dict[str, float]:
         head = owner.ok("GET", f"/projects/{project['id']}/state")["project"]["canonicalHead"]
         assert head == change, (head, change)
         print(f"sam-local: owner promoted {change[:12]} to canonical", flush=True)
+        logged = published_log(sam, base, project["id"])
+        assert logged == [
+            ("settings", None),
+            ("import", commit),
+            ("receipt", commit),
+            ("receipt", change),
+            ("approval", change),
+            ("receipt", change),  # the before-promote run's
+            ("promotion", change),
+        ], logged
     return timings
 
 
@@ -222,6 +237,42 @@ def _git_env(home: Path) -> dict[str, str]:
         "GIT_AUTHOR_EMAIL": "owner@forkhorse.invalid", "GIT_COMMITTER_NAME": "Owner",
         "GIT_COMMITTER_EMAIL": "owner@forkhorse.invalid",
     }  # fmt: skip
+
+
+# --- the transparency log ---------------------------------------------------------------------
+
+
+@dataclass
+class HttpLog:
+    """The log's files as anyone reads them: GET /log/<path>, no token."""
+
+    base: str
+
+    def read(self, path: str) -> bytes | None:
+        request = urllib.request.Request(f"{self.base}/log/{path}")  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+                return bytes(response.read())
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+
+
+def published_log(sam: Sam, base: str, project_id: str) -> list[tuple[str, Any]]:
+    """LogPublisherFunction's scheduled run through start-lambda, then the checkpoint and
+    tiles through start-api, verified with the key /log/key serves; the project's entries
+    as (kind, commit)."""
+    schedule = json.loads((ROOT / "events/log_self_check.json").read_text(encoding="utf-8"))
+    answer = _step(sam, "LogPublisherFunction", schedule)
+    assert (answer["ok"], answer["published"]) == (True, answer["size"]), answer
+    source = HttpLog(base)
+    served = json.loads(source.read("key") or b"{}")
+    checkpoint, _ = fetch_checkpoint(source, LogKey(served["origin"], served["publicKey"]))
+    assert checkpoint.size == answer["size"], (checkpoint, answer)
+    entries = [parse_entry(entry) for entry in all_entries(source, checkpoint)]
+    print(f"sam-local: ok  GET /log/...: {checkpoint.size} entries verify", flush=True)
+    return [(e.kind, e.subject.get("commit")) for e in entries if e.project == project_id]
 
 
 # --- the ReceiptRun, step by step -----------------------------------------------------------

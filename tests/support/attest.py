@@ -51,26 +51,9 @@ def with_payload(envelope: dict[str, Any], payload: bytes) -> dict[str, Any]:
 
 
 def sign_kms_digests_like_aws(monkeypatch: Any) -> None:
-    """moto 5.2.5's KMS Sign ignores `MessageType=DIGEST` and hashes the digest again, so a
-    signature AWSSigner asks for (a SHA-256 digest, as real KMS takes it) would not verify.
-    This makes moto sign a DIGEST message as AWS does (prehashed); RAW is moto's own."""
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+    """moto's KMS signs a DIGEST message as AWS does (tests/support/moto_kms.py)."""
     from moto.kms.responses import KmsResponse
 
-    original = KmsResponse.sign
+    from tests.support.moto_kms import prehashed_sign
 
-    def sign(self: Any) -> str:
-        if self._get_param("MessageType") != "DIGEST":
-            return str(original(self))
-        key = self.kms_backend.describe_key(self._get_param("KeyId"))
-        digest = self._get_param("Message")
-        digest = digest.encode("latin-1") if isinstance(digest, str) else digest
-        assert len(digest) == 32, "an ECDSA_SHA_256 digest is 32 bytes"
-        signature = key.private_key.private_key.sign(digest, ec.ECDSA(Prehashed(hashes.SHA256())))
-        algorithm = self._get_param("SigningAlgorithm")
-        encoded = base64.b64encode(signature).decode()
-        return json.dumps({"KeyId": key.arn, "Signature": encoded, "SigningAlgorithm": algorithm})
-
-    monkeypatch.setattr(KmsResponse, "sign", sign)
+    monkeypatch.setattr(KmsResponse, "sign", prehashed_sign(KmsResponse.sign))

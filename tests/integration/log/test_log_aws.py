@@ -39,6 +39,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from tests.support.attest import sign_kms_digests_like_aws
 from tests.support.aws import create_table_from_template, load_function
+from tests.support.aws_usage import counting_aws_calls
 from tests.support.lambda_context import FakeLambdaContext
 from tests.support.moto_atomic import atomic_mock_aws
 from tests.support.promote import ShiftClock
@@ -313,3 +314,33 @@ def test_the_schedule_settles_the_intents_a_crash_left(world: World) -> None:
 
 def _table() -> str:
     return os.environ["TABLE_NAME"]
+
+
+def test_one_append_costs_what_the_capacity_model_says(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/capacity.md's per-append figures, counted: one gate event (its intent, its
+    object's write, its append) on a log past its first tile, with its publish (the
+    publisher warm), billed by AWS's rules. A level-1 tile is rewritten only when a level-0
+    tile fills, once in 256 appends."""
+    gate = world.gate()
+    gate.imported("proj", COMMIT)  # the publisher's cold start, outside the count
+    _appended_unasked(range(1, 300))
+    world.scheduled()
+    with counting_aws_calls(monkeypatch) as usage:
+        assert gate.earned(_import(300), lambda: True)
+    table = boto3.client("dynamodb", region_name=REGION).scan(TableName=_table())["Items"]
+    usage.bill_updates(table)
+    units = f"{usage.write_units} write units, {usage.read_units} read units"
+    print(f"[capacity] log append: {dict(usage.calls)}, {units}")
+    calls = {name: n for name, n in usage.calls.items() if not name.startswith("dynamodb.")}
+    assert calls == {
+        "lambda.Invoke": 1,  # the publish request
+        "s3.GetObject": 2,  # the checkpoint it replaces, the level-1 tile the root reads
+        "s3.PutObject": 3,  # the entry bundle, the level-0 tile, the checkpoint
+        "s3.DeleteObject": 2,  # partial tiles two checkpoints old (free)
+        "kms.Sign": 1,
+    }
+    assert usage.calls["dynamodb.TransactWriteItems"] == 1
+    assert usage.write_units == 9  # intent 1, transaction 3 items x 2, intent gone 1, head 1
+    assert usage.read_units == 7  # three reads of the head, the bundle's 45 entries (4 units)

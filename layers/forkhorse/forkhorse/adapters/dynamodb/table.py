@@ -24,6 +24,8 @@ Layout (pk / sk):
                                        of earlier versions keep String chunks at CHUNK#<n>
   RECORD#<digest> / WRITING            an unfinished put's intent (see records.py)
   WAIT#<generation> / CHECK#<name>     a full check's held task token (waits.py; TTL expiresAt)
+  LOG / HEAD, CHECK; LOG#<bundle> / ENTRY#<index>; LOGKEY#<key> / KEY; LOGINTENTS / <key>
+                                       the transparency log's ledger (transparency.py)
 
 Times are stored as integer microseconds since the epoch (`*Us` attributes), so
 conditions compare them without the table's clock; none of them is the table's
