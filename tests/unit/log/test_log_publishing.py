@@ -19,7 +19,7 @@ from forkhorse.domain import merkle
 from forkhorse.domain.checkpoint import Checkpoint
 from forkhorse.domain.log_entries import ImportSubject, facts_digest, make_entry
 from forkhorse.domain.tiles import TILE_WIDTH, tiles_of
-from forkhorse.ports.transparency import Appended, LogHead
+from forkhorse.ports.transparency import Appended, Intent, LogHead
 from forkhorse.service.log_publishing import LedgerBroken, LogPublishing, LogSelfCheck
 from forkhorse.tlog.verify import (
     LogKey,
@@ -225,6 +225,15 @@ class MemoryLedger:
 
     def index_of(self, key: str) -> int | None:
         return None
+
+    def intend(self, key: str, entry: bytes, now: datetime) -> None:
+        raise NotImplementedError
+
+    def intents(self, limit: int) -> list[Intent]:
+        return []
+
+    def drop_intent(self, key: str) -> None:
+        raise NotImplementedError
 
     def entries(self, start: int, end: int) -> list[bytes]:
         return self.rows[start:end]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
@@ -22,7 +22,6 @@ MAX_ENTRY_BYTES = 4096  # far below a bundle's 65,535; an entry names objects, n
 
 LogKind = Literal["receipt", "approval", "promotion", "settings", "policy", "import", "key"]
 DEPLOYMENT = "(deployment)"  # the project of entries about the whole deployment
-LOG_KINDS: tuple[str, ...] = get_args(LogKind)
 _SHA256 = r"^sha256:[0-9a-f]{64}$"
 _COMMIT = r"^[0-9a-f]{40}$"
 
