@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import logging
 from datetime import timedelta
-from pathlib import Path
 
 from forkhorse.ports.clock import SystemClock
 from forkhorse.runner.upkeep.collector import DEFAULT_GRACE, collect
-from forkhorse.wiring.local import open_home
-from forkhorse.wiring.settings import LocalSettings
+from forkhorse.wiring.local import add_home_argument, open_home
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +24,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gc = subparsers.add_parser(
         "gc", help="remove unreferenced records and orphan chunks; repack and prune git data"
     )
-    gc.add_argument(
-        "--home",
-        type=Path,
-        default=Path(LocalSettings.from_environ().home),
-        help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
-    )
+    add_home_argument(gc)
     gc.add_argument(
         "--grace-seconds",
         type=int,

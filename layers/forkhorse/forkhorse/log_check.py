@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from forkhorse.wiring.local import open_log_check
-from forkhorse.wiring.settings import LocalSettings
+from forkhorse.wiring.local import add_home_argument, open_log_check
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = subparsers.add_parser(
         "log-check", help="check a local home's transparency log against its ledger and store"
     )
-    check.add_argument(
-        "--home",
-        type=Path,
-        default=Path(LocalSettings.from_environ().home),
-        help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
-    )
+    add_home_argument(check)
     check.add_argument("--full", action="store_true", help="check every entry, not only new ones")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(func=_check)

@@ -18,6 +18,7 @@ from forkhorse.observability import log_to_files, log_to_terminal
 from forkhorse.service.facade import ServiceSettings
 from forkhorse.wiring.local import (
     LocalApp,
+    add_home_argument,
     build_local_app,
     build_local_runtime,
     ensure_owner_token,
@@ -45,12 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _server_arguments(parser: argparse.ArgumentParser) -> None:
     settings = LocalSettings.from_environ()
-    parser.add_argument(
-        "--home",
-        type=Path,
-        default=Path(settings.home),
-        help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
-    )
+    add_home_argument(parser)
     parser.add_argument(
         "--port",
         type=int,

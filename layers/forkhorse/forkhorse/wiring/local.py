@@ -7,6 +7,7 @@ same `LocalApp`, so what the tests exercise is what a user runs.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import secrets
@@ -70,6 +71,16 @@ RECOVERY_WAIT_ON_CLOSE_SECONDS = 10.0
 def queue_limits(environ: Mapping[str, str] | None = None) -> QueueLimits:
     """The run queue's limits with the environment's overrides (`LocalSettings.queue`)."""
     return LocalSettings.from_environ(environ).queue
+
+
+def add_home_argument(parser: argparse.ArgumentParser) -> None:
+    """`--home`, as every command on a local home spells it."""
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=Path(LocalSettings.from_environ().home),
+        help="state directory (FORKHORSE_HOME; default .forkhorse-local)",
+    )
 
 
 def open_home(home: Path) -> tuple[SqliteStore, DiskGitHost] | None:
