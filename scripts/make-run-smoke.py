@@ -57,6 +57,21 @@ def _wait_for_terminal(server: subprocess.Popen[bytes], home: Path) -> dict[str,
     raise SystemExit(f"no demo receipt within {DEADLINE_SECONDS} s")
 
 
+def _audit_log(root: Path, home: Path) -> int:
+    """The README's auditor: the log's key saved once, then `forkhorse verify-log` on the
+    served files alone (the demo's receipt is in it, signed and included)."""
+    base = f"http://127.0.0.1:{PORT}/log"
+    with urllib.request.urlopen(f"{base}/key", timeout=10) as response:  # noqa: S310
+        (home / "log-key.json").write_bytes(response.read())
+    project = json.loads((home / "demo.json").read_text())["project"]
+    command = [
+        str(root / ".venv/bin/forkhorse"), "verify-log", "--log", base,
+        "--key", str(home / "log-key.json"), "--state", str(home / "auditor.json"),
+        "--project", project,
+    ]  # fmt: skip
+    return subprocess.run(command, check=False, timeout=120).returncode
+
+
 def main() -> int:
     root = Path(__file__).resolve().parent.parent
     home = Path(tempfile.mkdtemp(prefix="forkhorse-make-run-"))
@@ -64,6 +79,7 @@ def main() -> int:
     server = subprocess.Popen(["make", "run"], cwd=root, env=env, start_new_session=True)
     try:
         receipt = _wait_for_terminal(server, home)
+        audited = _audit_log(root, home)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -76,6 +92,10 @@ def main() -> int:
         print("make run: the demo receipt did not pass", file=sys.stderr)
         return 1
     print("make run: the demo receipt passed")
+    if audited != 0:
+        print("make run: forkhorse verify-log did not hold for the demo's log", file=sys.stderr)
+        return 1
+    print("make run: the demo's transparency log verifies as an auditor checks it")
     return 0
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
+from forkhorse.attest.attestor import Attestor
 from forkhorse.ports.orchestrator import ExecutionEnded
 from forkhorse.runner.upkeep import recovery
 from forkhorse.wiring.events import execution_ended
@@ -78,3 +80,20 @@ def _ended(event: dict[str, Any]) -> ExecutionEnded:
     ended = execution_ended(event)
     assert ended is not None
     return ended
+
+
+def test_recovery_without_the_signing_key_still_records_the_error(
+    world: World, sfn: tuple[SFNClient, str]
+) -> None:
+    """On AWS the recovery function holds no key: the interrupted run still ends."""
+    client, machine = sfn
+    keyless = replace(world.runtime.deps, attestor=Attestor(world.runtime.deps.attestor.store))  # type: ignore[union-attr]
+    run = world.review({"README": "no checks needed"})
+    execution = client.start_execution(
+        stateMachineArn=machine,
+        name=run.generation,
+        input=json.dumps({"run": run.model_dump(mode="json")}),
+    )["executionArn"]
+    client.stop_execution(executionArn=execution)
+    assert recovery.sweep(keyless, StepFunctionsOrchestrator(client, machine))["finalized"] == 1
+    assert world.summary(run.review_id).status == "infrastructure-error"
