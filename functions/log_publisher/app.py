@@ -21,6 +21,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _deps
     if _deps is None:
         _deps = log_publisher()
+        # A new container may sign with a new key (SigningKey changed): the rotation is logged.
+        transparency = _deps.context.gate_log.log
+        if transparency is not None:
+            transparency.log_key_change()
     if event.get("detail-type") != SCHEDULED:
         head = _deps.publishing.publish()
         return {"size": head.size, "published": head.published}

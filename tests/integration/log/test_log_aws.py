@@ -344,3 +344,24 @@ def test_one_append_costs_what_the_capacity_model_says(
     assert usage.calls["dynamodb.TransactWriteItems"] == 1
     assert usage.write_units == 9  # intent 1, transaction 3 items x 2, intent gone 1, head 1
     assert usage.read_units == 7  # three reads of the head, the bundle's 45 entries (4 units)
+
+
+def test_a_new_signing_key_is_logged_by_the_next_publisher_container(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = world.gate()
+    gate.imported("proj", COMMIT)
+    source, old_key = ApiSource(world), world.key()
+    before, _ = fetch_checkpoint(source, old_key)
+    kms = boto3.client("kms", region_name=REGION)
+    rotated = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]
+    for name in ("LOG_KEY_ID", "FORKHORSE_SIGNING_KEY"):  # a deployment with SigningKey changed
+        monkeypatch.setenv(name, rotated["KeyId"])
+    world.publisher = load_function("log_publisher")  # a new container
+    world.scheduled()
+    new_key = world.key()
+    after, _ = fetch_checkpoint(source, new_key)
+    check_append_only(source, before, after)
+    entries = [parse_entry(e) for e in all_entries(source, after)]
+    assert [e.kind for e in entries] == ["import", "key"]
+    assert entries[-1].subject["publicKey"] == new_key.public_pem
