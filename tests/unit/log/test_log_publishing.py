@@ -21,6 +21,7 @@ from forkhorse.domain.log_entries import ImportSubject, facts_digest, make_entry
 from forkhorse.domain.tiles import TILE_WIDTH, tiles_of
 from forkhorse.ports.transparency import Appended, Intent, LogHead
 from forkhorse.service.log_publishing import LedgerBroken, LogPublishing, LogSelfCheck
+from forkhorse.service.transparency import TransparencyLog
 from forkhorse.tlog.verify import (
     LogKey,
     LogRefused,
@@ -198,6 +199,29 @@ def test_the_self_check_names_an_edited_bundle_and_an_edited_ledger_row(log: Log
     report = check.run(full=True)
     assert not report["ok"]
     assert "entry 1" in report["problems"][0]
+
+
+def test_a_partial_tile_the_log_grew_past_is_served_as_a_prefix(log: Log) -> None:
+    served = TransparencyLog(log.ledger, log.files, _Publishing(log), Clock(), log.key)
+    log.append(5)
+    log.publishing.publish()
+    five = served.tile("tile/entries/000.p/5")
+    for _ in range(3):
+        log.append(1)
+        log.publishing.publish()
+    assert log.files.read("tile/entries/000.p/5") is None  # dropped two publishes on
+    assert served.tile("tile/entries/000.p/5") == five
+    assert served.tile("tile/0/000.p/5") == log.files.read("tile/0/000.p/8")[: 5 * 32]  # type: ignore[index]
+    assert served.tile("tile/0/000.p/9") is None  # past the published tree
+    assert served.tile("tile/0/x000/005") is None  # not a tile's path
+
+
+@dataclass
+class _Publishing:
+    log: Log
+
+    def request(self) -> None:
+        self.log.publishing.publish()
 
 
 def test_every_tile_the_publish_writes_is_one_the_tree_has(log: Log) -> None:

@@ -57,6 +57,10 @@ class Tile:
     def as_full(self) -> Tile:
         return Tile(self.level, self.index, TILE_WIDTH)
 
+    def in_tree(self, size: int) -> bool:
+        """Whether the tree of `size` has every hash (or entry) this tile holds."""
+        return self.index * TILE_WIDTH + self.width <= _count(self.level, size)
+
 
 def encode_index(index: int) -> str:
     digits = str(index)

@@ -24,7 +24,13 @@ from forkhorse.domain.log_entries import (
     signing_key_key,
 )
 from forkhorse.domain.merkle import leaf_hash
-from forkhorse.domain.tiles import ENTRIES_LEVEL, TILE_WIDTH, TileRefused, parse_tile_path, tile_for
+from forkhorse.domain.tiles import (
+    ENTRIES_LEVEL,
+    TILE_WIDTH,
+    TileRefused,
+    parse_tile_path,
+    tile_for,
+)
 from forkhorse.ports.clock import Clock
 from forkhorse.ports.transparency import Intent, LogFiles, LogHead, LogLedger, LogPublisher
 from forkhorse.tlog.note import NoteRefused, key_id, open_note
@@ -35,6 +41,7 @@ log = logging.getLogger(__name__)
 # Each lost race means another append landed; this many in a row is contention no
 # deployment of this size sees, so it is an error rather than a wait without end.
 MAX_APPEND_ATTEMPTS = 64
+PREFIX_ATTEMPTS = 3
 
 
 class AppendContended(RuntimeError):
@@ -133,12 +140,26 @@ class TransparencyLog:
         }
 
     def tile(self, path: str) -> bytes | None:
-        """A tile by its C2SP path; None for a path that names no tile this log has."""
+        """A tile by its C2SP path; None for a path that names no tile this log has. A
+        partial tile the log has grown past (deleted two publishes on) is the prefix of the
+        full or the newest partial tile, served as such: a client that read an older
+        checkpoint just before a burst of appends still reads its tree."""
         try:
-            parse_tile_path(path)
+            tile = parse_tile_path(path)
         except TileRefused:
             return None
-        return self.files.read(path)
+        data = self.files.read(path)
+        if data is not None or tile.full:
+            return data
+        for _ in range(PREFIX_ATTEMPTS):  # the newest partial may go as the log grows on
+            published = self.ledger.head().published
+            if not tile.in_tree(published):
+                return None  # past the published tree: nothing to read for it
+            try:
+                return TileFetcher(self.files, 0, published).read(tile)
+            except LogRefused:
+                continue
+        return None
 
     def published_entry(self, index: int) -> dict[str, Any] | None:
         """Entry `index` as the newest checkpoint's tiles hold it: its decoded JSON, its RFC
