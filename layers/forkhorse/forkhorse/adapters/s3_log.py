@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from forkhorse.domain.checkpoint import CheckpointRefused, parse_checkpoint
+from forkhorse.domain.checkpoint import CheckpointRefused, stated_checkpoint
 from forkhorse.tlog.verify import CHECKPOINT_PATH
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class CheckpointWentBack(RuntimeError):
 def _tree_size(note: bytes) -> int | None:
     """The tree size a checkpoint note states; None for bytes that are not one."""
     try:
-        return parse_checkpoint(note.decode().split("\n\n", 1)[0] + "\n").size
+        return stated_checkpoint(note.decode()).size
     except (UnicodeDecodeError, CheckpointRefused):
         return None
 

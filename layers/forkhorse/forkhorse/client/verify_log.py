@@ -23,7 +23,7 @@ from forkhorse.client.errors import UsageError
 from forkhorse.client.git_history import GitHistory
 from forkhorse.client.log_source import key_hex, parse_key_body, read_at_most
 from forkhorse.client.witness import describe, write_private_json
-from forkhorse.domain.checkpoint import Checkpoint, CheckpointRefused, parse_checkpoint
+from forkhorse.domain.checkpoint import Checkpoint, CheckpointRefused, stated_checkpoint
 from forkhorse.domain.log_audit import Finding, ProjectAudit, audit_project
 from forkhorse.domain.log_entries import EntryRefused, LogEntry, parse_entry
 from forkhorse.tlog.note import NoteRefused
@@ -271,7 +271,7 @@ def read_state(path: Path, origin: str) -> Checkpoint | None:
     if note is None:
         return None
     try:
-        return parse_checkpoint(note.split("\n\n", 1)[0] + "\n")
+        return stated_checkpoint(note)
     except CheckpointRefused as broken:
         raise UsageError(f"{path} holds a broken checkpoint for {origin}: {broken}") from None
 

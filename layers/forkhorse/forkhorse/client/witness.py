@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from forkhorse.client.errors import ClientError, UsageError, WitnessRefused
 from forkhorse.client.log_source import key_hex, read_at_most
-from forkhorse.domain.checkpoint import Checkpoint, CheckpointRefused, parse_checkpoint
+from forkhorse.domain.checkpoint import Checkpoint, CheckpointRefused, stated_checkpoint
 from forkhorse.tlog.verify import (
     CHECKPOINT_PATH,
     LogKey,
@@ -41,6 +41,7 @@ from forkhorse.tlog.verify import (
     check_append_only,
     check_tiles,
     open_checkpoint,
+    short_digest,
 )
 
 STATE_VERSION = 1
@@ -60,12 +61,8 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _short(digest: bytes) -> str:
-    return digest.hex()[:16]
-
-
 def describe(checkpoint: Checkpoint) -> str:
-    return f"size {checkpoint.size}, root {_short(checkpoint.root)}"
+    return f"size {checkpoint.size}, root {short_digest(checkpoint.root)}"
 
 
 @dataclass(frozen=True)
@@ -82,9 +79,8 @@ class Pin:
         """The remembered checkpoint (verified when it was remembered)."""
         if self.checkpoint is None:
             return None
-        body = self.checkpoint.split("\n\n", 1)[0] + "\n"
         try:
-            return parse_checkpoint(body)
+            return stated_checkpoint(self.checkpoint)
         except CheckpointRefused as broken:
             raise UsageError(f"The witness's remembered checkpoint is broken: {broken}") from None
 

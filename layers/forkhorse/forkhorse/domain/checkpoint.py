@@ -64,3 +64,9 @@ def _root(encoded: str) -> bytes:
     if base64.b64encode(root).decode() != encoded:
         raise CheckpointRefused("the root hash is not canonical base64")
     return root
+
+
+def stated_checkpoint(note: str) -> Checkpoint:
+    """The checkpoint a signed note states, its signature not checked: for a note verified
+    when it was stored, or where only its size matters."""
+    return parse_checkpoint(note.split("\n\n", 1)[0] + "\n")

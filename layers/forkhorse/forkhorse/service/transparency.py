@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from forkhorse.domain.checkpoint import parse_checkpoint
+from forkhorse.domain.checkpoint import stated_checkpoint
 from forkhorse.domain.log_entries import (
     DEPLOYMENT,
     KeySubject,
@@ -60,13 +60,14 @@ class TransparencyLog:
         """The entry's index, appended now or by an earlier attempt with its key."""
         data = entry.to_bytes()
         for _ in range(MAX_APPEND_ATTEMPTS):
-            size = self.ledger.head().size
-            appended = self.ledger.append(size, entry.key, data, self.clock.now())
+            head = self.ledger.head()
+            appended = self.ledger.append(head.size, entry.key, data, self.clock.now())
             if appended is None:
-                continue  # another append took index `size`
+                continue  # another append took index `head.size`
             if appended.new:
                 log.info("log entry %d: %s %s", appended.index, entry.kind, entry.key)
-            self.publisher.request()
+            if appended.new or appended.index >= head.published:
+                self.publisher.request()  # a retry whose first publish a crash may have lost
             return appended.index
         raise AppendContended(f"{MAX_APPEND_ATTEMPTS} appends in a row took the next index")
 
@@ -79,13 +80,8 @@ class TransparencyLog:
         no verifier holding the new one accepts: logging the new key (the rotation is a
         deployment event an auditor should see) publishes a checkpoint signed with it."""
         checkpoint, key = self.checkpoint(), self.key
-        if checkpoint is None or key is None:
+        if checkpoint is None or key is None or _signed_by(checkpoint, key):
             return None
-        try:
-            open_note(checkpoint, key.origin, key.public_pem)
-            return None
-        except NoteRefused:
-            pass
         subject = KeySubject(key_id=key_id(key.public_pem).hex(), public_key=key.public_pem)
         since = self.ledger.head().published
         entry = make_entry(
@@ -117,8 +113,7 @@ class TransparencyLog:
         """What the console shows: the published tree and the newest self-check."""
         head = self.ledger.head()
         # The note's text (before its blank line) ends with its newline, as a body must.
-        checkpoint = None if head.checkpoint is None else head.checkpoint.split("\n\n")[0] + "\n"
-        root = None if checkpoint is None else parse_checkpoint(checkpoint).root.hex()
+        root = None if head.checkpoint is None else stated_checkpoint(head.checkpoint).root.hex()
         check = self.ledger.last_check()
         return {
             "origin": None if self.key is None else self.key.origin,
@@ -180,3 +175,11 @@ class TransparencyLog:
             "leafHash": leaf_hash(data).hex(),
             "bundle": bundle.path(),
         }
+
+
+def _signed_by(note: str, key: LogKey) -> bool:
+    try:
+        open_note(note, key.origin, key.public_pem)
+    except NoteRefused:
+        return False
+    return True

@@ -154,7 +154,7 @@ def check_append_only(source: LogSource, old: Checkpoint, new: Checkpoint) -> No
         if new.root != old.root:
             raise LogRefused(
                 f"split view: two different trees of size {new.size} were signed "
-                f"({_short(old.root)} and {_short(new.root)})"
+                f"({short_digest(old.root)} and {short_digest(new.root)})"
             )
         return
     reader = check_tiles(TileFetcher(source, new.size), new)
@@ -206,5 +206,5 @@ def first_difference(fetcher: TileFetcher, leaves: list[bytes]) -> str:
     return "a hash tile was changed"
 
 
-def _short(digest: bytes) -> str:
+def short_digest(digest: bytes) -> str:
     return digest.hex()[:16]
