@@ -12,6 +12,7 @@ import boto3
 import pytest
 from forkhorse.adapters.step_functions import StepFunctionsOrchestrator
 from forkhorse.attest.attestor import Attestor
+from forkhorse.domain.run import RunRef
 from forkhorse.ports.orchestrator import ExecutionEnded
 from forkhorse.runner.upkeep import recovery
 from forkhorse.wiring.events import execution_ended
@@ -43,13 +44,7 @@ def test_the_sweeper_finalizes_an_aborted_execution_once(
     world: World, sfn: tuple[SFNClient, str]
 ) -> None:
     client, machine = sfn
-    run = world.review({"README": "no checks needed"})
-    execution = client.start_execution(
-        stateMachineArn=machine,
-        name=run.generation,
-        input=json.dumps({"run": run.model_dump(mode="json")}),
-    )["executionArn"]
-    client.stop_execution(executionArn=execution)
+    run = _aborted(world, client, machine)
 
     assert (
         recovery.sweep(world.runtime.deps, StepFunctionsOrchestrator(client, machine))["finalized"]
@@ -76,6 +71,18 @@ def test_a_status_change_never_touches_a_newer_execution(world: World) -> None:
     assert world.summary(newer.review_id).status == "infrastructure-error"
 
 
+def _aborted(world: World, client: SFNClient, machine: str) -> RunRef:
+    """A review whose ReceiptRun execution was stopped before it ended."""
+    run = world.review({"README": "no checks needed"})
+    execution = client.start_execution(
+        stateMachineArn=machine,
+        name=run.generation,
+        input=json.dumps({"run": run.model_dump(mode="json")}),
+    )["executionArn"]
+    client.stop_execution(executionArn=execution)
+    return run
+
+
 def _ended(event: dict[str, Any]) -> ExecutionEnded:
     ended = execution_ended(event)
     assert ended is not None
@@ -88,12 +95,6 @@ def test_recovery_without_the_signing_key_still_records_the_error(
     """On AWS the recovery function holds no key: the interrupted run still ends."""
     client, machine = sfn
     keyless = replace(world.runtime.deps, attestor=Attestor(world.runtime.deps.attestor.store))  # type: ignore[union-attr]
-    run = world.review({"README": "no checks needed"})
-    execution = client.start_execution(
-        stateMachineArn=machine,
-        name=run.generation,
-        input=json.dumps({"run": run.model_dump(mode="json")}),
-    )["executionArn"]
-    client.stop_execution(executionArn=execution)
+    run = _aborted(world, client, machine)
     assert recovery.sweep(keyless, StepFunctionsOrchestrator(client, machine))["finalized"] == 1
     assert world.summary(run.review_id).status == "infrastructure-error"
